@@ -1,0 +1,1 @@
+"""memctl: the command line of memstore."""

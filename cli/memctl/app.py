@@ -1,0 +1,368 @@
+"""memctl: manage, search, audit, export and import memstore memories.
+
+Commands stay thin: they parse options, call memstore, and render. Errors a user can cause
+are MemstoreError subclasses, rendered once in main() as one line on stderr, exit code 1.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+from memctl.render import (
+    change_summary,
+    event_as_dict,
+    memory_as_dict,
+    print_json,
+    print_table,
+)
+from memstore.errors import InvalidMemory, MemstoreError
+from memstore.models import MemoryType
+from memstore.store import MemoryStore
+
+DEFAULT_DIRECTORY = ".memory"
+DEFAULT_DB = Path(DEFAULT_DIRECTORY) / "memstore.db"
+
+app = typer.Typer(
+    help="Long-term memory for coding agents: memories in SQLite, audited, exported to .memory/.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    rich_markup_mode=None,
+)
+
+
+class State:
+    db: Path = DEFAULT_DB
+
+
+def _store(actor: str = "cli") -> MemoryStore:
+    return MemoryStore(State.db, actor=actor, command=shlex.join(["memctl", *sys.argv[1:]]))
+
+
+def _err(message: str) -> None:
+    sys.stderr.write(message + "\n")
+
+
+def fail(message: str) -> NoReturn:
+    _err(f"memctl: error: {message}")
+    raise SystemExit(1)
+
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+@app.callback()
+def configure(
+    db: Annotated[
+        Path,
+        typer.Option(
+            "--db",
+            envvar="MEMCTL_DB",
+            help="The database file (default: .memory/memstore.db in the current directory).",
+        ),
+    ] = DEFAULT_DB,
+) -> None:
+    State.db = db
+
+
+@app.command("list")
+def list_memories(
+    type: Annotated[MemoryType | None, typer.Option("--type", "-t", help="Only this type.")] = None,
+    json: JsonOption = False,
+) -> None:
+    """List the memories."""
+    with _store() as store:
+        memories = store.memories(type.value if type else None)
+    if json:
+        print_json([memory_as_dict(m) for m in memories])
+    elif memories:
+        print_table(
+            ["NAME", "TYPE", "DESCRIPTION"], [(m.name, m.type, m.description) for m in memories]
+        )
+    else:
+        _err("no memories yet: add one with 'memctl add' or bring a folder in with 'memctl import'")
+
+
+@app.command()
+def show(name: str, json: JsonOption = False) -> None:
+    """Show one memory in its canonical file form."""
+    from memstore.files import render_memory_file
+
+    with _store() as store:
+        memory = store.get(name)
+    if json:
+        print_json(memory_as_dict(memory))
+    else:
+        sys.stdout.write(render_memory_file(memory))
+
+
+@app.command()
+def add(
+    name: str,
+    type: Annotated[
+        MemoryType, typer.Option("--type", "-t", help="user, feedback, project or reference.")
+    ],
+    description: Annotated[
+        str, typer.Option("--description", "-d", help="One line, shown in the index.")
+    ],
+    body: Annotated[
+        str | None, typer.Option("--body", "-b", help="Markdown body (default: read stdin).")
+    ] = None,
+) -> None:
+    """Add a memory; the body comes from --body or stdin."""
+    if body is None:
+        if sys.stdin.isatty():
+            fail("give the body with --body, or pipe it on stdin")
+        body = sys.stdin.read()
+    with _store() as store:
+        memory = store.create(name, type.value, description, body)
+    _err(f"added {memory.name}")
+
+
+@app.command()
+def edit(
+    name: str,
+    new_name: Annotated[str | None, typer.Option("--name", help="Rename the memory.")] = None,
+    type: Annotated[MemoryType | None, typer.Option("--type", "-t")] = None,
+    description: Annotated[str | None, typer.Option("--description", "-d")] = None,
+    body: Annotated[str | None, typer.Option("--body", "-b")] = None,
+) -> None:
+    """Change a memory: with options, or in $EDITOR on its canonical text."""
+    with _store() as store:
+        if any(v is not None for v in (new_name, type, description, body)):
+            fields: dict[str, Any] = {
+                "name": new_name,
+                "type": type.value if type else None,
+                "description": description,
+                "body": body,
+            }
+        else:
+            fields = _edit_in_editor(store, name)
+        with store.transaction() as tx:
+            memory = tx.get(name)
+            changed = tx.update(memory, **fields)
+    _err(f"updated {memory.name}" if changed else f"no changes to {name}")
+
+
+def _edit_in_editor(store: MemoryStore, name: str) -> dict[str, Any]:
+    from memstore.files import UnreadableFile, parse_memory_text, render_memory_file
+
+    memory = store.get(name)
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    with tempfile.TemporaryDirectory(prefix="memctl-") as folder:
+        path = Path(folder, f"{name}.md")
+        path.write_text(render_memory_file(memory), encoding="utf-8")
+        try:
+            completed = subprocess.run([*shlex.split(editor), str(path)], check=False)
+        except OSError as error:
+            fail(f"cannot run editor {editor!r}: {error.strerror or error}")
+        if completed.returncode != 0:
+            fail(f"editor {editor!r} exited with status {completed.returncode}; nothing changed")
+        try:
+            parsed = parse_memory_text(path.read_text(encoding="utf-8"))
+        except (UnreadableFile, UnicodeDecodeError) as error:
+            fail(f"edited text is not a memory file: {error}; nothing changed")
+    metadata = parsed.metadata
+    for key in ("name", "type", "description"):
+        if not isinstance(metadata.get(key), str):
+            raise InvalidMemory(key, "must be present in the frontmatter as text")
+    extra = {k: v for k, v in metadata.items() if k not in ("name", "type", "description")}
+    return {
+        "name": metadata["name"],
+        "type": metadata["type"],
+        "description": metadata["description"],
+        "body": parsed.body,
+        "extra": extra,
+    }
+
+
+@app.command("rm")
+def remove(name: str) -> None:
+    """Delete a memory (it stays in history; 'memctl restore' brings it back)."""
+    with _store() as store:
+        store.delete(name)
+    _err(f"deleted {name} (restore with: memctl restore {name})")
+
+
+@app.command()
+def restore(name: str) -> None:
+    """Bring back the most recently deleted memory of this name."""
+    with _store() as store:
+        store.restore(name)
+    _err(f"restored {name}")
+
+
+@app.command()
+def search(
+    query: str,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=1, help="At most this many results.")
+    ] = 10,
+    json: JsonOption = False,
+) -> None:
+    """Full-text search over name, description and body, best first."""
+    with _store() as store:
+        hits = store.search(query, limit)
+    if json:
+        print_json([{**memory_as_dict(h.memory), "score": h.score} for h in hits])
+    elif hits:
+        print_table(
+            ["NAME", "TYPE", "SCORE", "DESCRIPTION"],
+            [(h.memory.name, h.memory.type, f"{h.score:.2f}", h.memory.description) for h in hits],
+        )
+    else:
+        _err(f"no memory matches {query!r}")
+
+
+@app.command()
+def history(
+    name: Annotated[
+        str | None, typer.Argument(help="Only this memory (any memory that had this name).")
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", "-n", min=1, help="Only the last N events.")
+    ] = None,
+    json: JsonOption = False,
+) -> None:
+    """The audit log: every change, oldest first."""
+    with _store() as store:
+        events = store.history(name, limit)
+    if json:
+        print_json([event_as_dict(e) for e in events])
+    elif events:
+        print_table(
+            ["AT", "OPERATION", "NAME", "ACTOR", "RUN", "CHANGE"],
+            [
+                (e.created_at, e.operation, e.memory_name, e.actor, e.run_id[:8], change_summary(e))
+                for e in events
+            ],
+        )
+    else:
+        _err("no history yet" if name is None else f"no history for {name!r}")
+
+
+@app.command("export")
+def export_command(
+    directory: Annotated[Path, typer.Argument(help="Where to write (default: .memory/).")] = Path(
+        DEFAULT_DIRECTORY
+    ),
+    force: Annotated[bool, typer.Option("--force", help="Overwrite files edited by hand.")] = False,
+) -> None:
+    """Write the canonical .memory/ files and MEMORY.md."""
+    from memstore.exporter import export_memories
+
+    with _store() as store:
+        result = export_memories(store, directory, force=force)
+    _err(
+        f"exported to {result.directory}: {len(result.written)} written, "
+        f"{len(result.removed)} removed, {result.unchanged} unchanged"
+    )
+
+
+@app.command("import")
+def import_command(
+    directory: Annotated[
+        Path, typer.Argument(help="The folder to read (default: .memory/).")
+    ] = Path(DEFAULT_DIRECTORY),
+    skip_invalid: Annotated[
+        bool, typer.Option("--skip-invalid", help="Import the readable files, skip the rest.")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show what would change; change nothing.")
+    ] = False,
+    default_type: Annotated[
+        MemoryType | None, typer.Option("--default-type", help="Type for files that name none.")
+    ] = None,
+) -> None:
+    """Read memory files (ours, Claude Code's, hand-written) into the database."""
+    from memstore.errors import ImportRejected
+    from memstore.importer import import_memories
+
+    progress = _progress_printer() if sys.stderr.isatty() else None
+    try:
+        with _store(actor="import") as store:
+            report = import_memories(
+                store,
+                directory,
+                skip_invalid=skip_invalid,
+                dry_run=dry_run,
+                default_type=default_type.value if default_type else None,
+                progress=progress,
+            )
+    except ImportRejected as error:
+        for problem in error.problems:
+            _err(f"invalid: {problem}")
+        raise
+    for note in report.notes:
+        _err(f"note: {note}")
+    for problem in report.problems:
+        _err(f"skipped: {problem}")
+    verb = "would import" if dry_run else "imported"
+    if dry_run:
+        for name in report.created:
+            print(f"create  {name}")
+        for name in report.updated:
+            print(f"update  {name}")
+    _err(
+        f"{verb} {directory}: {len(report.created)} created, {len(report.updated)} updated, "
+        f"{len(report.unchanged)} unchanged, {len(report.problems)} skipped"
+    )
+
+
+def _progress_printer() -> Callable[[int, int], None]:
+    def show(done: int, total: int) -> None:
+        if total >= 200 and (done % 100 == 0 or done == total):
+            sys.stderr.write(f"\rreading {done}/{total} files")
+            if done == total:
+                sys.stderr.write("\n")
+
+    return show
+
+
+@app.command()
+def index() -> None:
+    """Print the MEMORY.md index text."""
+    with _store() as store:
+        sys.stdout.write(store.index_text())
+
+
+@app.command()
+def sql(query: str, json: JsonOption = False) -> None:
+    """Run one read-only SQL query; see the README for the tables and views."""
+    from memstore.db import read_only_query
+
+    _store().close()  # create or migrate the database first
+    columns, rows = read_only_query(State.db, query)
+    if json:
+        print_json([dict(zip(columns, row, strict=True)) for row in rows])
+    elif columns:
+        print_table(columns, rows)
+
+
+@app.command()
+def path() -> None:
+    """Print the database path."""
+    print(State.db.resolve())
+
+
+def main() -> None:
+    try:
+        app()
+    except MemstoreError as error:
+        fail(str(error))
+    except KeyboardInterrupt:
+        _err("memctl: interrupted")
+        raise SystemExit(130) from None
+    except BrokenPipeError:
+        # Output piped into e.g. `head` that stopped reading: not an error.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(0) from None

@@ -1,0 +1,96 @@
+"""The SQLite engine: connection pragmas, write transactions, and migrate-on-open.
+
+Everything SQLite-specific about connections lives here, so that the models could move to
+another database without touching the store's logic.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.exc import OperationalError
+
+from memstore.errors import QueryFailed, StoreUnavailable
+
+# Head of migrations/versions; tests check that it matches the Alembic script directory.
+# Comparing against it lets an up-to-date database open without importing Alembic.
+SCHEMA_HEAD = "0001"
+VERSION_TABLE = "memstore_alembic_version"
+BUSY_TIMEOUT_MS = 15_000
+
+
+def _configure_connection(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
+    # Let SQLAlchemy's "begin" hook below emit BEGIN itself (pysqlite's own is unreliable).
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    # The busy timeout first: switching to WAL needs a lock another process may hold.
+    cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    cursor.execute("PRAGMA journal_mode = WAL")
+    cursor.execute("PRAGMA synchronous = NORMAL")
+    cursor.execute("PRAGMA foreign_keys = ON")
+    cursor.close()
+
+
+def _begin(connection: Any) -> None:
+    # Writers take the write lock up front (BEGIN IMMEDIATE): a deferred transaction that
+    # reads and then writes can fail with "database is locked" without waiting.
+    mode = connection.get_execution_options().get("sqlite_begin", "DEFERRED")
+    connection.exec_driver_sql(f"BEGIN {mode}")
+
+
+def create_sqlite_engine(path: Path) -> Engine:
+    engine = create_engine(f"sqlite:///{path}", connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
+    event.listen(engine, "connect", _configure_connection)
+    event.listen(engine, "begin", _begin)
+    return engine
+
+
+def writer(engine: Engine) -> Engine:
+    """The same engine, but its transactions start with BEGIN IMMEDIATE."""
+    return engine.execution_options(sqlite_begin="IMMEDIATE")
+
+
+def stored_revision(engine: Engine) -> str | None:
+    with engine.connect() as connection:
+        table = connection.exec_driver_sql(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (VERSION_TABLE,)
+        ).first()
+        if table is None:
+            return None
+        row = connection.exec_driver_sql(f"SELECT version_num FROM {VERSION_TABLE}").first()
+        return None if row is None else str(row[0])
+
+
+def open_database(path: Path) -> Engine:
+    """An engine on an up-to-date database, creating or migrating it as needed."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        engine = create_sqlite_engine(path)
+        if stored_revision(engine) != SCHEMA_HEAD:
+            from memstore.migrate import upgrade_to_head  # imports Alembic: only when needed
+
+            upgrade_to_head(writer(engine), str(path))
+    except OperationalError as error:
+        raise StoreUnavailable(f"cannot open database {path}: {error.orig}") from error
+    except OSError as error:
+        raise StoreUnavailable(f"cannot open database {path}: {error.strerror or error}") from error
+    return engine
+
+
+def read_only_query(path: Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Run one statement on a connection that cannot write."""
+    uri = f"{Path(path).resolve().as_uri()}?mode=ro"
+    connection = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+    try:
+        connection.execute("PRAGMA query_only = ON")
+        cursor = connection.execute(sql)
+        columns = [d[0] for d in cursor.description or []]
+        return columns, cursor.fetchall()
+    except sqlite3.Error as error:
+        raise QueryFailed(f"sql: {error}") from None
+    finally:
+        connection.close()

@@ -1,0 +1,83 @@
+"""Typed errors. The library raises them; the CLI renders each as one line on stderr."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+class MemstoreError(Exception):
+    """Base of every error a user can cause; str(error) is the one line to show."""
+
+
+class InvalidMemory(MemstoreError):
+    def __init__(self, field: str, rule: str) -> None:
+        self.field = field
+        self.rule = rule
+        super().__init__(f"invalid {field}: {rule}")
+
+
+class MemoryNotFound(MemstoreError):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"no memory named {name!r}")
+
+
+class MemoryExists(MemstoreError):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"a memory named {name!r} already exists")
+
+
+class NothingToRestore(MemstoreError):
+    def __init__(self, name: str, reason: str) -> None:
+        self.name = name
+        super().__init__(f"cannot restore {name!r}: {reason}")
+
+
+class SchemaTooNew(MemstoreError):
+    def __init__(self, path: str, revision: str) -> None:
+        self.revision = revision
+        super().__init__(
+            f"{path} was written by a newer memstore (schema revision {revision!r}); "
+            "upgrade memstore to open it"
+        )
+
+
+class StoreUnavailable(MemstoreError):
+    """The database file cannot be opened or is busy beyond the timeout."""
+
+
+@dataclass(frozen=True)
+class FileProblem:
+    path: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+class ExportConflict(MemstoreError):
+    def __init__(self, directory: str, paths: Sequence[str]) -> None:
+        self.paths = list(paths)
+        shown = ", ".join(self.paths[:5]) + (
+            f" and {len(self.paths) - 5} more" if len(self.paths) > 5 else ""
+        )
+        super().__init__(
+            f"refusing to overwrite {len(self.paths)} file(s) in {directory} changed by hand since "
+            f"the last export: {shown}; run 'memctl import' first to keep the edits, "
+            "or 'memctl export --force' to discard them"
+        )
+
+
+class ImportRejected(MemstoreError):
+    def __init__(self, problems: Sequence[FileProblem]) -> None:
+        self.problems = list(problems)
+        super().__init__(
+            f"import aborted, nothing changed: {len(self.problems)} file(s) cannot be read as "
+            "memories (use --skip-invalid to import the rest)"
+        )
+
+
+class QueryFailed(MemstoreError):
+    """A read-only SQL query from the user failed (syntax, unknown table, attempted write)."""

@@ -1,0 +1,220 @@
+"""The canonical file format (`.memory/<name>.md`) and the MEMORY.md index.
+
+A memory file is YAML frontmatter (name, description, type, then any keys memstore does not
+model, in their original order) and a Markdown body, written and split with python-frontmatter.
+Reading is lenient, because real folders written by people and other tools are messy.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import frontmatter
+import yaml
+from frontmatter.default_handlers import YAMLHandler
+
+from memstore.models import MemoryType
+from memstore.validation import normalize_newlines
+
+INDEX_FILE_NAME = "MEMORY.md"
+INDEX_MAX_LINES = 200
+INDEX_MAX_BYTES = 25_000
+INDEX_DESCRIPTION_MAX = 150
+MODELED_KEYS = ("name", "description", "type")
+TYPE_ORDER = {t.value: i for i, t in enumerate(MemoryType)}
+_HANDLER = YAMLHandler()
+_BEYOND_BMP = re.compile("[\U00010000-\U0010ffff]")
+
+
+class MemoryFields(Protocol):
+    name: str
+    type: str
+    description: str
+    body: str
+    extra: dict[str, Any]
+
+
+class _TextLoader(yaml.CSafeLoader):
+    """Safe loading that keeps dates and timestamps as the strings that were written.
+
+    Turning them into datetime objects would change how they are written back, and they
+    are not JSON, which is how unmodeled keys are stored.
+    """
+
+    yaml_implicit_resolvers = {  # noqa: RUF012  (PyYAML's own class attribute)
+        first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+        for first, resolvers in yaml.CSafeLoader.yaml_implicit_resolvers.items()
+    }
+
+
+def memory_file_name(name: str) -> str:
+    return f"{name}.md"
+
+
+def render_memory_file(memory: MemoryFields) -> str:
+    metadata: dict[str, Any] = {
+        "name": memory.name,
+        "description": memory.description,
+        "type": memory.type,
+    }
+    for key, value in memory.extra.items():
+        if key not in MODELED_KEYS:
+            metadata[key] = value
+    # Claude Code keeps the type under `metadata:`; keep that copy truthful too.
+    nested = metadata.get("metadata")
+    if isinstance(nested, dict) and "type" in nested and nested["type"] != memory.type:
+        metadata["metadata"] = {**nested, "type": memory.type}
+    post = frontmatter.Post(memory.body)
+    post.metadata = metadata
+    # libyaml escapes characters beyond the BMP (emoji); the pure-Python dumper writes them
+    # as they are. Only those few files pay for the slower dumper.
+    beyond_bmp = _BEYOND_BMP.search(json.dumps(metadata, ensure_ascii=False)) is not None
+    dumper = yaml.SafeDumper if beyond_bmp else yaml.CSafeDumper
+    return frontmatter.dumps(post, Dumper=dumper, sort_keys=False, width=1_000_000) + "\n"
+
+
+@dataclass(frozen=True)
+class ParsedFile:
+    metadata: dict[str, Any]
+    body: str
+    # Set when strict YAML failed and the line-by-line reading was used.
+    lenient_yaml: bool = False
+
+
+class UnreadableFile(ValueError):
+    """The text is not a memory file; the message says why."""
+
+
+def parse_memory_text(text: str) -> ParsedFile:
+    """Split and read a memory file's text; raise UnreadableFile with a reason."""
+    text = normalize_newlines(text.removeprefix("\ufeff")).strip()
+    if not _HANDLER.detect(text):
+        raise UnreadableFile("no frontmatter (the file must start with a '---' line)")
+    try:
+        front, body = _HANDLER.split(text)
+    except ValueError:
+        raise UnreadableFile("frontmatter has no closing '---' line") from None
+    lenient = False
+    try:
+        metadata = yaml.load(front, Loader=_TextLoader)
+    except yaml.YAMLError as error:
+        metadata = _read_lenient_yaml(front)
+        if metadata is None:
+            problem = str(error).splitlines()[0]
+            raise UnreadableFile(f"frontmatter is not readable YAML ({problem})") from None
+        lenient = True
+    if metadata is None:
+        metadata = {}
+    if not isinstance(metadata, dict):
+        raise UnreadableFile("frontmatter is not a mapping of keys to values")
+    return ParsedFile(_json_safe(metadata), body.strip(), lenient)
+
+
+_KEY_LINE = re.compile(r"^([A-Za-z_][\w.-]*)\s*:(?:\s+(.*?))?\s*$")
+_LIST_LINE = re.compile(r"^-\s+(.*?)\s*$")
+
+
+def _read_lenient_yaml(front: str) -> dict[str, Any] | None:
+    """Read `key: value` lines the way a person meant them, e.g. an unquoted ': ' in a value.
+
+    Handles one level of nesting (`metadata:` with indented keys or `- items`) and folds
+    continuation lines into the value above. None when no line looks like `key: value`.
+    """
+    result: dict[str, Any] = {}
+    last_key: str | None = None
+    nested_key: str | None = None
+    for raw_line in front.splitlines():
+        if not raw_line.strip() or raw_line.lstrip().startswith("#"):
+            continue
+        indented = raw_line[0] in " \t"
+        line = raw_line.strip()
+        key_match = _KEY_LINE.match(line)
+        if not indented and key_match:
+            key, value = key_match.groups()
+            result[key] = _lenient_scalar(value) if value else None
+            last_key = nested_key = key
+            continue
+        if indented and nested_key is not None:
+            container = result.get(nested_key)
+            list_match = _LIST_LINE.match(line)
+            if key_match and (container is None or isinstance(container, dict)):
+                container = container if isinstance(container, dict) else {}
+                key, value = key_match.groups()
+                container[key] = _lenient_scalar(value) if value else None
+                result[nested_key] = container
+                continue
+            if list_match and (container is None or isinstance(container, list)):
+                container = container if isinstance(container, list) else []
+                container.append(_lenient_scalar(list_match.group(1)))
+                result[nested_key] = container
+                continue
+        if last_key is not None and isinstance(result.get(last_key), str):
+            result[last_key] = f"{result[last_key]} {line}"
+            continue
+        return None
+    return result or None
+
+
+def _lenient_scalar(value: str) -> Any:
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        inner = value[1:-1]
+        return inner.replace("''", "'") if value[0] == "'" else inner.replace('\\"', '"')
+    try:
+        loaded = yaml.load(value, Loader=_TextLoader)
+    except yaml.YAMLError:
+        return value
+    return loaded if isinstance(loaded, str | int | float | bool) else value
+
+
+def _json_safe(value: Any) -> Any:
+    """Unmodeled values are stored as JSON: keys become strings, odd YAML types text."""
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    name: str
+    type: str
+    description: str
+
+
+def render_index(entries: Iterable[IndexEntry]) -> str:
+    """MEMORY.md: one line per memory, preferences first, at most 200 lines and 25,000 bytes."""
+    ordered = sorted(entries, key=lambda e: (TYPE_ORDER.get(e.type, len(TYPE_ORDER)), e.name))
+    lines = [_index_line(entry) for entry in ordered]
+    if len(lines) <= INDEX_MAX_LINES and sum(len(x.encode()) for x in lines) <= INDEX_MAX_BYTES:
+        return "".join(lines)
+    kept: list[str] = []
+    size = 0
+    note_room = len(_omitted_note(len(lines)).encode())
+    for line in lines:
+        line_size = len(line.encode())
+        if len(kept) + 2 > INDEX_MAX_LINES or size + line_size + note_room > INDEX_MAX_BYTES:
+            break
+        kept.append(line)
+        size += line_size
+    return "".join(kept) + _omitted_note(len(lines) - len(kept))
+
+
+def _index_line(entry: IndexEntry) -> str:
+    description = entry.description
+    if len(description) > INDEX_DESCRIPTION_MAX:
+        description = description[: INDEX_DESCRIPTION_MAX - 1].rstrip() + "…"
+    return f"- [{entry.name}]({memory_file_name(entry.name)}) — {description}\n"
+
+
+def _omitted_note(count: int) -> str:
+    return (
+        f"> {count} more memories are not listed: this index is capped at {INDEX_MAX_LINES} "
+        f"lines and {INDEX_MAX_BYTES:,} bytes. Run `memctl list` to see them all.\n"
+    )

@@ -1,0 +1,254 @@
+"""Import: bring memory folders (ours, Claude Code's, hand-written) into the database.
+
+Every file is read and checked first; then the whole import is applied in one transaction,
+creating or updating memories by name. Files that are not quite canonical are normalised,
+and each normalisation is reported; only files that cannot be read as a memory are refused.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memstore.errors import FileProblem, ImportRejected, InvalidMemory
+from memstore.files import INDEX_FILE_NAME, UnreadableFile, parse_memory_text
+from memstore.models import Memory
+from memstore.store import MemoryStore
+from memstore.validation import (
+    TYPES,
+    check_body,
+    check_description,
+    check_name,
+    check_type,
+    name_from_text,
+)
+
+MAX_FILE_BYTES = 1_048_576
+ORIGINAL_NAME_KEY = "original_name"
+_TYPE_PREFIX = re.compile(rf"^({'|'.join(TYPES)})(?:[_\-.\s]|$)", re.IGNORECASE)
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class ImportItem:
+    path: str
+    name: str
+    type: str
+    description: str
+    body: str
+    extra: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ImportReport:
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    # Normalisations, one line each: "path: what was changed".
+    notes: list[str] = field(default_factory=list)
+    problems: list[FileProblem] = field(default_factory=list)
+    dry_run: bool = False
+    run_id: str | None = None
+
+
+def memory_paths(directory: Path) -> list[Path]:
+    """Markdown files below `directory`, sorted; hidden folders and index files left out."""
+    found: list[Path] = []
+    for root, folders, files in os.walk(directory):
+        folders[:] = sorted(f for f in folders if not f.startswith("."))
+        found.extend(
+            Path(root, f)
+            for f in files
+            if f.endswith(".md") and not f.startswith(".") and f != INDEX_FILE_NAME
+        )
+    return sorted(found)
+
+
+def read_folder(
+    directory: Path, *, default_type: str | None = None, progress: Progress | None = None
+) -> tuple[list[ImportItem], list[FileProblem]]:
+    if not directory.is_dir():
+        raise ImportRejected([FileProblem(str(directory), "not a directory")])
+    paths = memory_paths(directory)
+    items: list[ImportItem] = []
+    problems: list[FileProblem] = []
+    for done, path in enumerate(paths, 1):
+        relative = path.relative_to(directory).as_posix()
+        try:
+            items.append(read_memory_file(path, relative, default_type))
+        except (UnreadableFile, InvalidMemory) as error:
+            problems.append(FileProblem(relative, str(error)))
+        if progress is not None:
+            progress(done, len(paths))
+    _make_names_unique(items)
+    return items, problems
+
+
+def read_memory_file(path: Path, relative: str, default_type: str | None) -> ImportItem:
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise UnreadableFile(f"file is {size:,} bytes; the limit is {MAX_FILE_BYTES:,}")
+        raw = path.read_bytes()
+    except OSError as error:
+        raise UnreadableFile(f"cannot read: {error.strerror or error}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise UnreadableFile(f"not UTF-8 text (invalid byte at offset {error.start})") from None
+    parsed = parse_memory_text(text)
+    notes: list[str] = []
+    if parsed.lenient_yaml:
+        notes.append("frontmatter is not strict YAML; read it line by line")
+    metadata = dict(parsed.metadata)
+    if not parsed.body:
+        raise UnreadableFile("no body after the frontmatter")
+    body = check_body(parsed.body)
+    type_ = _memory_type(metadata, path.stem, default_type, notes)
+    description = _description(metadata.get("description"), body, notes)
+    given = metadata.get("name")
+    extra = {k: v for k, v in metadata.items() if k not in ("name", "description", "type")}
+    name = _name(given, path.stem, description, body, extra, notes)
+    return ImportItem(relative, name, type_, description, body, extra, notes)
+
+
+def _memory_type(
+    metadata: dict[str, Any], stem: str, default_type: str | None, notes: list[str]
+) -> str:
+    nested = metadata.get("metadata")
+    given = metadata.get("type")
+    if given is None and isinstance(nested, dict):
+        given = nested.get("type")
+    if isinstance(given, str):
+        if given in TYPES:
+            return given
+        if given.strip().lower() in TYPES:
+            notes.append(f"type {given!r} read as {given.strip().lower()!r}")
+            return given.strip().lower()
+    prefix = _TYPE_PREFIX.match(stem)
+    reason = "no type" if given is None else f"unknown type {given!r}"
+    if prefix:
+        type_ = prefix.group(1).lower()
+        notes.append(f"{reason}; using {type_!r} from the file name")
+        return type_
+    if default_type is not None:
+        notes.append(f"{reason}; using --default-type {default_type!r}")
+        return check_type(default_type)
+    raise UnreadableFile(
+        f"{reason} (expected one of {', '.join(TYPES)}) and the file name does not tell; "
+        "pass --default-type"
+    )
+
+
+def _description(given: Any, body: str, notes: list[str]) -> str:
+    if given is not None and not isinstance(given, str):
+        given = str(given)
+    if isinstance(given, str) and given.strip():
+        lines = given.strip().splitlines()
+        if len(lines) > 1:
+            notes.append("description spanned several lines; joined them")
+            return check_description(" ".join(line.strip() for line in lines if line.strip()))
+        return check_description(given)
+    first_line = next(line for line in body.splitlines() if line.strip())
+    derived = first_line.strip().lstrip("#").strip()[:150] or first_line.strip()[:150]
+    notes.append("no description; using the body's first line")
+    return check_description(derived)
+
+
+def _name(
+    given: Any, stem: str, description: str, body: str, extra: dict[str, Any], notes: list[str]
+) -> str:
+    if isinstance(given, str):
+        try:
+            return check_name(given)
+        except InvalidMemory:
+            pass
+    given_text = "" if given is None else str(given).strip()
+    name = name_from_text(stem, given_text, description, body)
+    if given_text:
+        extra[ORIGINAL_NAME_KEY] = given_text
+        notes.append(f"name {given_text!r} is not a valid name; using {name!r}")
+    else:
+        notes.append(f"no name; using {name!r}")
+    return name
+
+
+def _make_names_unique(items: list[ImportItem]) -> None:
+    taken: dict[str, str] = {}
+    for item in items:
+        if item.name in taken:
+            base, suffix = item.name, 2
+            while f"{base[: 64 - len(str(suffix)) - 1]}-{suffix}" in taken:
+                suffix += 1
+            new_name = f"{base[: 64 - len(str(suffix)) - 1]}-{suffix}"
+            item.notes.append(
+                f"name {item.name!r} is also used by {taken[item.name]}; using {new_name!r}"
+            )
+            item.name = new_name
+        taken[item.name] = item.path
+
+
+def _changes(item: ImportItem, memory: Memory) -> dict[str, Any]:
+    wanted = {
+        "type": item.type,
+        "description": item.description,
+        "body": item.body,
+        "extra": item.extra,
+    }
+    return {key: value for key, value in wanted.items() if getattr(memory, key) != value}
+
+
+def import_memories(
+    store: MemoryStore,
+    directory: str | Path,
+    *,
+    skip_invalid: bool = False,
+    dry_run: bool = False,
+    default_type: str | None = None,
+    progress: Progress | None = None,
+) -> ImportReport:
+    if default_type is not None:
+        check_type(default_type)
+    items, problems = read_folder(Path(directory), default_type=default_type, progress=progress)
+    if problems and not skip_invalid:
+        raise ImportRejected(problems)
+    report = ImportReport(problems=problems, dry_run=dry_run)
+    report.notes = [f"{item.path}: {note}" for item in items for note in item.notes]
+    if dry_run:
+        existing = {memory.name: memory for memory in store.memories()}
+        _plan(items, existing, report)
+        return report
+    with store.transaction(actor="import") as tx:
+        existing = {memory.name: memory for memory in tx.live_memories()}
+        for item, memory, changes in _plan(items, existing, report):
+            if memory is None:
+                tx.create(item.name, item.type, item.description, item.body, item.extra)
+            else:
+                tx.update(memory, **changes)
+        report.run_id = tx.run_id if tx.events else None
+    return report
+
+
+def _plan(
+    items: list[ImportItem], existing: dict[str, Memory], report: ImportReport
+) -> list[tuple[ImportItem, Memory | None, dict[str, Any]]]:
+    actions: list[tuple[ImportItem, Memory | None, dict[str, Any]]] = []
+    for item in items:
+        memory = existing.get(item.name)
+        if memory is None:
+            report.created.append(item.name)
+            actions.append((item, None, {}))
+            continue
+        changes = _changes(item, memory)
+        if changes:
+            report.updated.append(item.name)
+            actions.append((item, memory, changes))
+        else:
+            report.unchanged.append(item.name)
+    return actions

@@ -1,0 +1,110 @@
+"""SQLModel tables. Schema changes go through Alembic revisions in migrations/versions."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import JSON, Column, Index, text
+from sqlmodel import Field, SQLModel
+
+
+class MemoryType(StrEnum):
+    USER = "user"
+    FEEDBACK = "feedback"
+    PROJECT = "project"
+    REFERENCE = "reference"
+
+
+class Operation(StrEnum):
+    CREATE = "create"
+    UPDATE = "update"
+    DELETE = "delete"
+    RESTORE = "restore"
+
+
+def utc_now() -> str:
+    """ISO-8601 UTC with microseconds: sorts as text, reads in sqlite3 and Datasette."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class Memory(SQLModel, table=True):
+    __tablename__ = "memory"
+    __table_args__ = (
+        # Names are unique among live memories only: a deleted memory keeps its row
+        # (and its name) so that it can be restored.
+        Index(
+            "ix_memory_live_name",
+            "name",
+            unique=True,
+            sqlite_where=text("deleted_at IS NULL"),
+            postgresql_where=text("deleted_at IS NULL"),
+        ),
+    )
+
+    # A stable integer key: the FTS5 index refers to memories by it.
+    id: int | None = Field(default=None, primary_key=True)
+    name: str
+    type: str
+    description: str
+    body: str
+    # Frontmatter keys memstore does not model, written back on export.
+    extra: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    # Bumped by every change; lets export skip memories it already wrote.
+    version: int = 1
+    created_at: str
+    updated_at: str
+    deleted_at: str | None = None
+
+    def snapshot(self) -> dict[str, Any]:
+        """The values an event records as old/new."""
+        return {
+            "name": self.name,
+            "type": self.type,
+            "description": self.description,
+            "body": self.body,
+            "extra": self.extra,
+        }
+
+
+class Run(SQLModel, table=True):
+    """One command or agent step; groups the events it wrote."""
+
+    __tablename__ = "run"
+
+    id: str = Field(primary_key=True)
+    actor: str
+    command: str
+    started_at: str
+
+
+class MemoryEvent(SQLModel, table=True):
+    """Append-only: one row per change, written in the change's transaction."""
+
+    __tablename__ = "memory_event"
+
+    id: int | None = Field(default=None, primary_key=True)
+    memory_id: int = Field(foreign_key="memory.id", index=True)
+    memory_name: str = Field(index=True)
+    operation: str
+    actor: str
+    run_id: str = Field(foreign_key="run.id", index=True)
+    old_value: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    new_value: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    created_at: str
+
+
+class ExportedFile(SQLModel, table=True):
+    """What export last wrote to each file, to skip unchanged files and spot hand edits."""
+
+    __tablename__ = "exported_file"
+
+    directory: str = Field(primary_key=True)
+    file_name: str = Field(primary_key=True)
+    memory_id: int | None = None
+    memory_version: int | None = None
+    sha256: str
+    size: int
+    mtime_ns: int
+    exported_at: str

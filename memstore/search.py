@@ -1,0 +1,31 @@
+"""Turning any text a user types into a safe FTS5 query, and the ranking weights.
+
+User text never reaches MATCH as syntax: every word becomes a quoted FTS5 string, so quotes,
+`-`, `:`, parentheses, AND/NOT/NEAR and emoji are plain text, never operators. A trailing
+`*` on a word keeps its meaning as a prefix search.
+"""
+
+from __future__ import annotations
+
+import re
+
+# name, description, body: a word in the name or description says more than one in the body.
+BM25_WEIGHTS = (5.0, 3.0, 1.0)
+MAX_TERMS = 32
+_WORD = re.compile(r"(\w+)(\*?)")
+
+
+def query_terms(text: str) -> list[str]:
+    """Quoted FTS5 terms for each distinct word of `text`, in order (at most MAX_TERMS)."""
+    terms: list[str] = []
+    for match in _WORD.finditer(text):
+        word, star = match.groups()
+        term = '"' + word.lower().replace('"', '""') + '"' + star
+        if term not in terms:
+            terms.append(term)
+    return terms[:MAX_TERMS]
+
+
+def match_expression(terms: list[str], *, any_term: bool = False) -> str:
+    """All terms (implicit AND), or any of them (OR)."""
+    return (" OR " if any_term else " ").join(terms)

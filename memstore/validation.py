@@ -1,0 +1,108 @@
+"""The rules a memory's fields obey, and turning free text into a valid name.
+
+A name becomes a filename (`<name>.md`), so the rule is strict: kebab-case ASCII, which is
+also safe on Windows (no reserved characters) once the reserved device names are refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+
+from memstore.errors import InvalidMemory
+from memstore.models import MemoryType
+
+NAME_PATTERN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+NAME_MAX_LENGTH = 64
+DESCRIPTION_MAX_LENGTH = 1_000
+BODY_MAX_BYTES = 100_000
+# Device names that Windows refuses as file stems, whatever the extension.
+RESERVED_NAMES = frozenset(
+    ["con", "prn", "aux", "nul"] + [f"com{i}" for i in range(10)] + [f"lpt{i}" for i in range(10)]
+)
+TYPES = tuple(t.value for t in MemoryType)
+
+
+def check_name(name: str) -> str:
+    if not name:
+        raise InvalidMemory("name", "must not be empty")
+    if len(name) > NAME_MAX_LENGTH:
+        raise InvalidMemory(
+            "name", f"must be at most {NAME_MAX_LENGTH} characters, got {len(name)}"
+        )
+    if not NAME_PATTERN.fullmatch(name):
+        raise InvalidMemory("name", f"must be kebab-case ([a-z0-9]+(-[a-z0-9]+)*), got {name!r}")
+    if name in RESERVED_NAMES:
+        raise InvalidMemory("name", f"{name!r} is a reserved device name on Windows")
+    return name
+
+
+def check_type(type_: str) -> str:
+    if type_ not in TYPES:
+        raise InvalidMemory("type", f"must be one of {', '.join(TYPES)}, got {type_!r}")
+    return type_
+
+
+def normalize_newlines(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def check_description(description: str) -> str:
+    description = description.strip()
+    if not description:
+        raise InvalidMemory("description", "must not be empty")
+    if len(description.splitlines()) > 1:
+        raise InvalidMemory("description", "must be a single line")
+    if "\x00" in description:
+        raise InvalidMemory("description", "must not contain NUL characters")
+    if len(description) > DESCRIPTION_MAX_LENGTH:
+        raise InvalidMemory(
+            "description",
+            f"must be at most {DESCRIPTION_MAX_LENGTH} characters, got {len(description)}",
+        )
+    return description
+
+
+def normalize_body(body: str) -> str:
+    """The stored form of a body: LF line ends, no surrounding blank space.
+
+    It is what reading the canonical file back yields, so export → import → export is stable.
+    """
+    return normalize_newlines(body).strip()
+
+
+def check_body(body: str) -> str:
+    body = normalize_body(body)
+    if not body:
+        raise InvalidMemory("body", "must not be empty")
+    if "\x00" in body:
+        raise InvalidMemory("body", "must not contain NUL characters")
+    size = len(body.encode("utf-8", "surrogatepass"))
+    if size > BODY_MAX_BYTES:
+        raise InvalidMemory("body", f"must be at most {BODY_MAX_BYTES} bytes, got {size}")
+    return body
+
+
+def slugify(text: str, max_length: int = NAME_MAX_LENGTH) -> str:
+    """Free text → a kebab-case name, or '' when nothing ASCII is left (e.g. Chinese)."""
+    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
+    slug = re.sub(r"[^a-z0-9]+", "-", ascii_text.lower()).strip("-")
+    if len(slug) > max_length:
+        cut = slug[:max_length]
+        # Prefer cutting at a word boundary when one is reasonably close.
+        boundary = cut.rfind("-")
+        slug = cut[:boundary] if boundary >= max_length // 2 else cut.rstrip("-")
+    if slug in RESERVED_NAMES:
+        slug = f"{slug}-memory"
+    return slug
+
+
+def name_from_text(*candidates: str) -> str:
+    """The first candidate that slugifies to something, else a stable hash-based name."""
+    for candidate in candidates:
+        slug = slugify(candidate)
+        if slug:
+            return slug
+    digest = hashlib.sha256("\n".join(candidates).encode("utf-8", "surrogatepass")).hexdigest()
+    return f"memory-{digest[:10]}"

@@ -1,0 +1,1 @@
+"""Alembic migrations of the memstore schema (installed as memstore.migrations)."""
