@@ -1,0 +1,3 @@
+from memctl.app import main
+
+main()

@@ -1,0 +1,53 @@
+"""Shared fixtures: a real store in a temporary folder, and the real memctl in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from memstore.store import MemoryStore
+
+MemctlRunner = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[MemoryStore]:
+    with MemoryStore(tmp_path / "memstore.db", actor="test") as opened:
+        yield opened
+
+
+@pytest.fixture
+def memctl(tmp_path: Path) -> MemctlRunner:
+    """Run `memctl ARGS` in tmp_path (so .memory/ lands there), as a user would."""
+
+    def run(
+        *args: str,
+        input: str | None = None,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        environment = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200"}
+        environment.pop("MEMCTL_DB", None)
+        environment.update(env or {})
+        return subprocess.run(
+            [sys.executable, "-m", "memctl", *args],
+            input=input if input is not None else "",
+            capture_output=True,
+            text=True,
+            cwd=cwd or tmp_path,
+            env=environment,
+            timeout=120,
+        )
+
+    return run
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
