@@ -6,6 +6,7 @@ another database without touching the store's logic.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,12 @@ def _begin(connection: Any) -> None:
 
 
 def create_sqlite_engine(path: Path) -> Engine:
-    engine = create_engine(f"sqlite:///{path}", connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
+    engine = create_engine(
+        f"sqlite:///{path}",
+        connect_args={"timeout": BUSY_TIMEOUT_MS / 1000},
+        # Readable in plain sqlite3: Chinese stays Chinese, not \u escapes.
+        json_serializer=lambda value: json.dumps(value, ensure_ascii=False),
+    )
     event.listen(engine, "connect", _configure_connection)
     event.listen(engine, "begin", _begin)
     return engine

@@ -250,10 +250,21 @@ class MemoryStore:
         with self.transaction() as tx:
             return tx.create(name, type, description, body, extra)
 
-    def update(self, name: str, **fields: Any) -> Memory:
+    def update(
+        self,
+        name: str,
+        *,
+        new_name: str | None = None,
+        type: str | None = None,
+        description: str | None = None,
+        body: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> Memory:
         with self.transaction() as tx:
             memory = tx.get(name)
-            tx.update(memory, **fields)
+            tx.update(
+                memory, name=new_name, type=type, description=description, body=body, extra=extra
+            )
             return memory
 
     def delete(self, name: str) -> Memory:

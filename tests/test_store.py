@@ -1,0 +1,184 @@
+"""MemoryStore: validation, audited writes, soft delete and restore, SQL views."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from memstore.errors import InvalidMemory, MemoryExists, MemoryNotFound, NothingToRestore
+from memstore.store import MemoryStore
+
+
+def add_tabs(store: MemoryStore) -> None:
+    store.create(
+        "user-preference-tabs",
+        "user",
+        "User wants 4-space indentation, never tabs",
+        "The user asked that all Python code use 4 spaces and never tab characters.",
+    )
+
+
+def events(store: MemoryStore) -> list[tuple[str, str, str]]:
+    return [(e.operation, e.memory_name, e.actor) for e in store.history()]
+
+
+def test_create_and_read_back(store: MemoryStore) -> None:
+    add_tabs(store)
+    memory = store.get("user-preference-tabs")
+    assert memory.type == "user"
+    assert memory.description == "User wants 4-space indentation, never tabs"
+    assert memory.created_at.endswith("Z") and "T" in memory.created_at
+    assert [m.name for m in store.memories()] == ["user-preference-tabs"]
+    assert events(store) == [("create", "user-preference-tabs", "test")]
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "rule"),
+    [
+        ({"name": "Bad Name"}, "name", "kebab-case"),
+        ({"name": "a" * 65}, "name", "at most 64"),
+        ({"name": "trailing-"}, "name", "kebab-case"),
+        ({"name": "../../etc/passwd"}, "name", "kebab-case"),
+        ({"name": "con"}, "name", "reserved"),
+        ({"name": ""}, "name", "empty"),
+        ({"type": "opinion"}, "type", "one of user, feedback, project, reference"),
+        ({"description": "   "}, "description", "empty"),
+        ({"description": "two\nlines"}, "description", "single line"),
+        ({"body": "\n  \n"}, "body", "empty"),
+    ],
+)
+def test_invalid_input_names_field_and_rule(
+    store: MemoryStore, fields: dict[str, str], field: str, rule: str
+) -> None:
+    values = {"name": "ok-name", "type": "user", "description": "d", "body": "b"} | fields
+    with pytest.raises(InvalidMemory) as raised:
+        store.create(**values)
+    assert raised.value.field == field
+    assert rule in str(raised.value)
+    assert store.memories() == [] and store.history() == []
+
+
+def test_names_are_unique_among_live_memories(store: MemoryStore) -> None:
+    add_tabs(store)
+    with pytest.raises(MemoryExists):
+        add_tabs(store)
+    store.delete("user-preference-tabs")
+    add_tabs(store)  # the name is free again once the first is deleted
+    assert len(store.memories()) == 1
+
+
+def test_update_records_old_and_new_values(store: MemoryStore) -> None:
+    add_tabs(store)
+    store.update("user-preference-tabs", description="Four spaces, always")
+    event = store.history()[-1]
+    assert event.operation == "update"
+    assert event.old_value is not None and event.new_value is not None
+    assert event.old_value["description"] == "User wants 4-space indentation, never tabs"
+    assert event.new_value["description"] == "Four spaces, always"
+    assert store.get("user-preference-tabs").version == 2
+
+
+def test_update_with_no_change_records_nothing(store: MemoryStore) -> None:
+    add_tabs(store)
+    store.update("user-preference-tabs", type="user")
+    assert len(store.history()) == 1
+
+
+def test_rename_keeps_history_together(store: MemoryStore) -> None:
+    add_tabs(store)
+    store.update("user-preference-tabs", new_name="indentation")
+    with pytest.raises(MemoryNotFound):
+        store.get("user-preference-tabs")
+    assert [e.operation for e in store.history("user-preference-tabs")] == ["create", "update"]
+    assert [e.operation for e in store.history("indentation")] == ["create", "update"]
+
+
+def test_delete_and_restore(store: MemoryStore) -> None:
+    add_tabs(store)
+    store.delete("user-preference-tabs")
+    assert store.memories() == []
+    assert store.search("tabs") == []
+    with pytest.raises(MemoryNotFound):
+        store.delete("user-preference-tabs")
+    restored = store.restore("user-preference-tabs")
+    assert restored.body.startswith("The user asked")
+    assert [h.memory.name for h in store.search("tabs")] == ["user-preference-tabs"]
+    assert [e.operation for e in store.history()] == ["create", "delete", "restore"]
+
+
+def test_restore_refuses_when_name_is_live_or_never_deleted(store: MemoryStore) -> None:
+    with pytest.raises(NothingToRestore):
+        store.restore("never-existed")
+    add_tabs(store)
+    store.delete("user-preference-tabs")
+    add_tabs(store)
+    with pytest.raises(NothingToRestore):
+        store.restore("user-preference-tabs")
+
+
+def test_failed_transaction_leaves_store_unchanged(store: MemoryStore) -> None:
+    add_tabs(store)
+    with pytest.raises(InvalidMemory), store.transaction() as tx:
+        tx.create("first-of-two", "project", "written, then rolled back", "body")
+        tx.delete(tx.get("user-preference-tabs"))
+        tx.create("second", "nonsense-type", "d", "b")
+    assert [m.name for m in store.memories()] == ["user-preference-tabs"]
+    assert len(store.history()) == 1
+    assert store.search("rolled") == []
+
+
+def test_events_of_one_transaction_share_a_run(store: MemoryStore) -> None:
+    with store.transaction(actor="import", command="memctl import x") as tx:
+        tx.create("one", "user", "first", "b")
+        tx.create("two", "user", "second", "b")
+    history = store.history()
+    assert {e.run_id for e in history} == {history[0].run_id}
+    run = store.run(history[0].run_id)
+    assert run is not None and run.actor == "import" and run.command == "memctl import x"
+
+
+def test_history_is_append_only_in_sql(store: MemoryStore) -> None:
+    add_tabs(store)
+    connection = sqlite3.connect(store.path)
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        connection.execute("UPDATE memory_event SET actor = 'someone-else'")
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        connection.execute("DELETE FROM memory_event")
+    connection.close()
+
+
+def test_audit_views_answer_common_questions(store: MemoryStore) -> None:
+    add_tabs(store)
+    store.update("user-preference-tabs", description="Four spaces")
+    store.delete("user-preference-tabs")
+    connection = sqlite3.connect(store.path)
+    history = connection.execute(
+        "SELECT operation, old_description, new_description FROM memory_history "
+        "WHERE memory_name = 'user-preference-tabs' ORDER BY event_id"
+    ).fetchall()
+    assert history == [
+        ("create", None, "User wants 4-space indentation, never tabs"),
+        ("update", "User wants 4-space indentation, never tabs", "Four spaces"),
+        ("delete", "Four spaces", None),
+    ]
+    deleted = connection.execute("SELECT name, deleted_by FROM deleted_memory").fetchall()
+    assert deleted == [("user-preference-tabs", "test")]
+    runs = connection.execute("SELECT created, updated, deleted FROM run_summary").fetchall()
+    assert sorted(runs) == [(0, 0, 1), (0, 1, 0), (1, 0, 0)]
+    connection.close()
+
+
+def test_connection_pragmas(store: MemoryStore) -> None:
+    with store.engine.connect() as connection:
+        assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+        assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() >= 5000
+
+
+def test_json_values_are_readable_in_sqlite(store: MemoryStore) -> None:
+    store.create("chinese-note", "project", "部署用 Docker 镜像", "在 C盘 之外部署")
+    connection = sqlite3.connect(store.path)
+    raw = connection.execute("SELECT new_value FROM memory_event").fetchone()[0]
+    connection.close()
+    assert "部署用 Docker 镜像" in raw  # not \\u escapes: plain sqlite3 users can read it
