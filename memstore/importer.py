@@ -25,6 +25,7 @@ from memstore.validation import (
     check_name,
     check_type,
     name_from_text,
+    with_suffix,
 )
 
 MAX_FILE_BYTES = 1_048_576
@@ -114,7 +115,7 @@ def read_memory_file(path: Path, relative: str, default_type: str | None) -> Imp
     description = _description(metadata.get("description"), body, notes)
     given = metadata.get("name")
     extra = {k: v for k, v in metadata.items() if k not in ("name", "description", "type")}
-    name = _name(given, path.stem, description, body, extra, notes)
+    name = _name(given, path.stem, extra, notes)
     return ImportItem(relative, name, type_, description, body, extra, notes)
 
 
@@ -161,16 +162,14 @@ def _description(given: Any, body: str, notes: list[str]) -> str:
     return check_description(derived)
 
 
-def _name(
-    given: Any, stem: str, description: str, body: str, extra: dict[str, Any], notes: list[str]
-) -> str:
+def _name(given: Any, stem: str, extra: dict[str, Any], notes: list[str]) -> str:
     if isinstance(given, str):
         try:
             return check_name(given)
         except InvalidMemory:
             pass
     given_text = "" if given is None else str(given).strip()
-    name = name_from_text(stem, given_text, description, body)
+    name = name_from_text(stem, given_text)
     if given_text:
         extra[ORIGINAL_NAME_KEY] = given_text
         notes.append(f"name {given_text!r} is not a valid name; using {name!r}")
@@ -183,10 +182,10 @@ def _make_names_unique(items: list[ImportItem]) -> None:
     taken: dict[str, str] = {}
     for item in items:
         if item.name in taken:
-            base, suffix = item.name, 2
-            while f"{base[: 64 - len(str(suffix)) - 1]}-{suffix}" in taken:
-                suffix += 1
-            new_name = f"{base[: 64 - len(str(suffix)) - 1]}-{suffix}"
+            number = 2
+            while with_suffix(item.name, number) in taken:
+                number += 1
+            new_name = with_suffix(item.name, number)
             item.notes.append(
                 f"name {item.name!r} is also used by {taken[item.name]}; using {new_name!r}"
             )

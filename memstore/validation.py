@@ -99,10 +99,20 @@ def slugify(text: str, max_length: int = NAME_MAX_LENGTH) -> str:
 
 
 def name_from_text(*candidates: str) -> str:
-    """The first candidate that slugifies to something, else a stable hash-based name."""
+    """The first candidate that slugifies to something, else a hash of the candidates.
+
+    Callers pass only text that identifies the memory (a file name, a given name), never its
+    description or body: editing those must not change the derived name.
+    """
     for candidate in candidates:
         slug = slugify(candidate)
         if slug:
             return slug
     digest = hashlib.sha256("\n".join(candidates).encode("utf-8", "surrogatepass")).hexdigest()
     return f"memory-{digest[:10]}"
+
+
+def with_suffix(name: str, number: int) -> str:
+    """`name-N`, cut so that it stays a valid name of at most NAME_MAX_LENGTH characters."""
+    suffix = f"-{number}"
+    return name[: NAME_MAX_LENGTH - len(suffix)].rstrip("-") + suffix

@@ -1,0 +1,158 @@
+"""memctl end to end: the real console entry point in a subprocess, in a temporary workspace."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+from pathlib import Path
+
+from tests.conftest import MemctlRunner
+
+
+def add_tabs(memctl: MemctlRunner) -> None:
+    done = memctl(
+        "add", "user-preference-tabs", "--type", "user",
+        "--description", "User wants 4-space indentation, never tabs",
+        input="The user asked that all Python code use 4 spaces.\n",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+
+def assert_one_line_error(done, text: str) -> None:  # type: ignore[no-untyped-def]
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert lines[-1].startswith("memctl: error: ") and text in lines[-1], done.stderr
+
+
+def test_add_list_show_search(memctl: MemctlRunner, tmp_path: Path) -> None:
+    add_tabs(memctl)
+    assert (tmp_path / ".memory" / "memstore.db").exists()  # the default database
+    listed = memctl("list")
+    assert "user-preference-tabs" in listed.stdout and "user" in listed.stdout
+    shown = memctl("show", "user-preference-tabs")
+    assert shown.stdout.startswith("---\nname: user-preference-tabs\n")
+    as_json = json.loads(memctl("show", "user-preference-tabs", "--json").stdout)
+    assert as_json["body"] == "The user asked that all Python code use 4 spaces."
+    found = json.loads(memctl("search", "indentation", "--json").stdout)
+    assert [f["name"] for f in found] == ["user-preference-tabs"]
+    assert json.loads(memctl("list", "--type", "project", "--json").stdout) == []
+
+
+def test_user_errors_are_one_line_without_traceback(memctl: MemctlRunner) -> None:
+    assert_one_line_error(
+        memctl("add", "Bad Name", "-t", "user", "-d", "x", "-b", "y"), "kebab-case"
+    )
+    assert_one_line_error(memctl("add", "ok", "-t", "user", "-d", "x", input=""), "body")
+    assert_one_line_error(memctl("show", "missing"), "no memory named 'missing'")
+    assert_one_line_error(memctl("rm", "missing"), "no memory named")
+    assert_one_line_error(memctl("restore", "missing"), "cannot restore")
+    assert_one_line_error(memctl("sql", "DELETE FROM memory"), "readonly")
+    assert_one_line_error(memctl("sql", "SELEC nonsense"), "syntax error")
+    add_tabs(memctl)
+    assert_one_line_error(memctl("edit", "user-preference-tabs", "--name", "x y"), "kebab-case")
+    wrong_type = memctl("add", "x", "-t", "opinion", "-d", "x", "-b", "y")
+    assert wrong_type.returncode != 0 and "Traceback" not in wrong_type.stderr
+
+
+def test_unopenable_database_is_one_line(memctl: MemctlRunner, tmp_path: Path) -> None:
+    (tmp_path / "folder.db").mkdir()
+    assert_one_line_error(
+        memctl("--db", str(tmp_path / "folder.db"), "list"), "cannot open database"
+    )
+
+
+def test_edit_with_options_and_in_editor(memctl: MemctlRunner, tmp_path: Path) -> None:
+    add_tabs(memctl)
+    assert memctl("edit", "user-preference-tabs", "-d", "Four spaces").returncode == 0
+    editor = tmp_path / "editor.py"
+    editor.write_text(
+        "import sys, pathlib\n"
+        "p = pathlib.Path(sys.argv[1])\n"
+        "text = p.read_text().replace('type: user', 'type: feedback')\n"
+        "p.write_text(text + 'Added in the editor.\\n')\n"
+    )
+    done = memctl(
+        "edit", "user-preference-tabs", env={"EDITOR": f"{sys.executable} {editor}", "VISUAL": ""}
+    )
+    assert done.returncode == 0, done.stderr
+    memory = json.loads(memctl("show", "user-preference-tabs", "--json").stdout)
+    assert memory["type"] == "feedback"
+    assert memory["body"].endswith("Added in the editor.")
+    assert memory["description"] == "Four spaces"
+
+
+def test_failed_editor_changes_nothing(memctl: MemctlRunner) -> None:
+    add_tabs(memctl)
+    done = memctl("edit", "user-preference-tabs", env={"EDITOR": "false", "VISUAL": ""})
+    assert_one_line_error(done, "nothing changed")
+    assert len(json.loads(memctl("history", "--json").stdout)) == 1
+
+
+def test_rm_restore_history(memctl: MemctlRunner) -> None:
+    add_tabs(memctl)
+    assert memctl("rm", "user-preference-tabs").returncode == 0
+    assert json.loads(memctl("list", "--json").stdout) == []
+    assert memctl("restore", "user-preference-tabs").returncode == 0
+    events = json.loads(memctl("history", "user-preference-tabs", "--json").stdout)
+    assert [e["operation"] for e in events] == ["create", "delete", "restore"]
+    assert all(e["actor"] == "cli" for e in events)
+    table = memctl("history").stdout
+    assert "restore" in table and "user-preference-tabs" in table
+
+
+def test_db_option_and_environment(memctl: MemctlRunner, tmp_path: Path) -> None:
+    db = tmp_path / "elsewhere" / "mem.db"
+    add = memctl("add", "a-note", "-t", "project", "-d", "d", "-b", "b", env={"MEMCTL_DB": str(db)})
+    assert add.returncode == 0, add.stderr
+    assert db.exists() and not (tmp_path / ".memory").exists()
+    assert "a-note" in memctl("--db", str(db), "list").stdout
+    assert memctl("path", env={"MEMCTL_DB": str(db)}).stdout.strip() == str(db)
+
+
+def test_export_index_and_conflict(memctl: MemctlRunner, tmp_path: Path) -> None:
+    add_tabs(memctl)
+    assert memctl("export").returncode == 0
+    memory_file = tmp_path / ".memory" / "user-preference-tabs.md"
+    assert memory_file.read_text().startswith("---\nname: user-preference-tabs\n")
+    index = memctl("index").stdout
+    assert index == (tmp_path / ".memory" / "MEMORY.md").read_text()
+    memory_file.write_text(memory_file.read_text() + "hand edit\n")
+    memctl("edit", "user-preference-tabs", "-d", "changed")
+    assert_one_line_error(memctl("export"), "user-preference-tabs.md")
+    assert "hand edit" in memory_file.read_text()
+    assert memctl("export", "--force").returncode == 0
+    assert "hand edit" not in memory_file.read_text()
+
+
+def test_export_then_import_into_a_new_database(memctl: MemctlRunner, tmp_path: Path) -> None:
+    add_tabs(memctl)
+    memctl("export")
+    done = memctl("--db", str(tmp_path / "other.db"), "import")
+    assert done.returncode == 0, done.stderr
+    assert "1 created" in done.stderr
+    again = memctl("--db", str(tmp_path / "other.db"), "import")
+    assert "0 created, 0 updated, 1 unchanged" in again.stderr
+
+
+def test_sql_table_and_json(memctl: MemctlRunner) -> None:
+    add_tabs(memctl)
+    rows = json.loads(memctl("sql", "SELECT name, type FROM live_memory", "--json").stdout)
+    assert rows == [{"name": "user-preference-tabs", "type": "user"}]
+    table = memctl("sql", "SELECT operation, actor FROM memory_history").stdout
+    assert table.splitlines() == ["operation  actor", "create     cli"]
+
+
+def test_readme_audit_queries_run(memctl: MemctlRunner, tmp_path: Path) -> None:
+    """Every ```sql block in the README runs in plain sqlite3 against a real database."""
+    add_tabs(memctl)
+    memctl("edit", "user-preference-tabs", "-d", "Four spaces")
+    memctl("rm", "user-preference-tabs")
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    blocks = [b.split("```", 1)[0] for b in readme.split("```sql\n")[1:]]
+    assert len(blocks) >= 3
+    connection = sqlite3.connect(tmp_path / ".memory" / "memstore.db")
+    for block in blocks:
+        assert connection.execute(block).fetchall(), block
+    connection.close()

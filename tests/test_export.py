@@ -1,0 +1,127 @@
+"""Export: atomic, minimal rewrites, stale-file removal, and hand edits never lost silently."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from memstore.errors import ExportConflict
+from memstore.exporter import export_memories
+from memstore.files import INDEX_MAX_LINES
+from memstore.store import MemoryStore
+
+
+def fill(store: MemoryStore, count: int = 3) -> None:
+    with store.transaction() as tx:
+        for i in range(count):
+            tx.create(f"note-{i}", "project", f"note number {i}", f"body of note {i}")
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_export_writes_files_and_index(store: MemoryStore, tmp_path: Path) -> None:
+    fill(store)
+    result = export_memories(store, tmp_path / "out")
+    assert sorted(result.written) == ["MEMORY.md", "note-0.md", "note-1.md", "note-2.md"]
+    assert (tmp_path / "out" / "MEMORY.md").read_text().splitlines()[0] == (
+        "- [note-0](note-0.md) — note number 0"
+    )
+    assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".")]  # no temp files
+
+
+def test_second_export_rewrites_only_what_changed(store: MemoryStore, tmp_path: Path) -> None:
+    fill(store)
+    out = tmp_path / "out"
+    export_memories(store, out)
+    mtimes = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    assert export_memories(store, out).written == []
+    store.update("note-1", body="a new body")
+    result = export_memories(store, out)
+    assert result.written == ["note-1.md"]  # the description did not change: same index
+    assert (out / "note-0.md").stat().st_mtime_ns == mtimes["note-0.md"]
+    assert "a new body" in (out / "note-1.md").read_text()
+
+
+def test_export_removes_files_of_deleted_memories_only(store: MemoryStore, tmp_path: Path) -> None:
+    fill(store)
+    out = tmp_path / "out"
+    export_memories(store, out)
+    (out / "someone-elses-notes.md").write_text("not ours")
+    store.delete("note-2")
+    result = export_memories(store, out)
+    assert result.removed == ["note-2.md"]
+    assert not (out / "note-2.md").exists()
+    assert (out / "someone-elses-notes.md").read_text() == "not ours"
+    assert "note-2" not in (out / "MEMORY.md").read_text()
+
+
+def test_hand_edit_is_refused_then_forced(store: MemoryStore, tmp_path: Path) -> None:
+    fill(store)
+    out = tmp_path / "out"
+    export_memories(store, out)
+    edited = (out / "note-0.md").read_text() + "\nA line the user added by hand.\n"
+    (out / "note-0.md").write_text(edited)
+    store.update("note-0", body="changed in the database")
+    store.update("note-1", body="also changed")
+    before = snapshot(out)
+    with pytest.raises(ExportConflict) as raised:
+        export_memories(store, out)
+    assert raised.value.paths == ["note-0.md"]
+    assert "--force" in str(raised.value)
+    assert snapshot(out) == before  # nothing at all was written
+    export_memories(store, out, force=True)
+    assert "changed in the database" in (out / "note-0.md").read_text()
+
+
+def test_hand_edit_of_a_deleted_memorys_file_is_kept(store: MemoryStore, tmp_path: Path) -> None:
+    fill(store)
+    out = tmp_path / "out"
+    export_memories(store, out)
+    (out / "note-2.md").write_text((out / "note-2.md").read_text() + "edited\n")
+    store.delete("note-2")
+    with pytest.raises(ExportConflict):
+        export_memories(store, out)
+    assert (out / "note-2.md").exists()
+
+
+def test_touching_a_file_without_changing_it_is_not_a_conflict(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    fill(store)
+    out = tmp_path / "out"
+    export_memories(store, out)
+    os.utime(out / "note-0.md", ns=(1, 1))
+    assert export_memories(store, out).written == []
+
+
+def test_existing_identical_files_are_adopted(store: MemoryStore, tmp_path: Path) -> None:
+    fill(store)
+    export_memories(store, tmp_path / "a")
+    # A copy of the folder elsewhere (a clone, a moved workspace) is recognised, not a conflict.
+    (tmp_path / "b").mkdir()
+    for path in (tmp_path / "a").iterdir():
+        (tmp_path / "b" / path.name).write_bytes(path.read_bytes())
+    assert export_memories(store, tmp_path / "b").written == []
+
+
+def test_unknown_file_with_a_memorys_name_is_a_conflict(store: MemoryStore, tmp_path: Path) -> None:
+    fill(store, 1)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "note-0.md").write_text("a file memstore never wrote")
+    with pytest.raises(ExportConflict):
+        export_memories(store, out)
+    assert (out / "note-0.md").read_text() == "a file memstore never wrote"
+
+
+def test_index_file_is_capped(store: MemoryStore, tmp_path: Path) -> None:
+    fill(store, 230)
+    export_memories(store, tmp_path / "out")
+    lines = (tmp_path / "out" / "MEMORY.md").read_text().splitlines()
+    assert len(lines) == INDEX_MAX_LINES
+    assert lines[-1].startswith("> 31 more memories are not listed")
+    assert len(list((tmp_path / "out").glob("note-*.md"))) == 230

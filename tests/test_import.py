@@ -1,0 +1,653 @@
+"""Import: canonical folders, Claude Code's auto-memory folders and messy hand-written notes.
+
+Everything runs against a real SQLite database and real files under tmp_path; the memory
+files are written inline by each test.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import MemctlRunner, write
+
+from memstore.errors import ImportRejected, InvalidMemory
+from memstore.exporter import export_memories
+from memstore.importer import MAX_FILE_BYTES, import_memories
+from memstore.store import MemoryStore
+from memstore.validation import NAME_PATTERN, check_name
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+def canonical(name: str, type_: str, description: str, body: str) -> str:
+    return f"---\nname: {name}\ndescription: {description}\ntype: {type_}\n---\n\n{body}\n"
+
+
+def event_count(store: MemoryStore) -> int:
+    with sqlite3.connect(store.path) as connection:
+        return connection.execute("SELECT count(*) FROM memory_event").fetchone()[0]
+
+
+def database_rows(store: MemoryStore) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row a write could touch, to prove that nothing changed."""
+    with sqlite3.connect(store.path) as connection:
+        return {
+            table: connection.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall()
+            for table in ("memory", "memory_event", "run", "exported_file")
+        }
+
+
+def notes_for(notes: list[str], path: str) -> list[str]:
+    return [note for note in notes if note.startswith(f"{path}: ")]
+
+
+def assert_valid_name(name: str) -> None:
+    assert NAME_PATTERN.fullmatch(name), name
+    assert check_name(name) == name
+
+
+CLAUDE_CODE_NESTED = """\
+---
+name: testing-approach
+description: "Integration tests must hit a real database"
+metadata:
+  node_type: memory
+  type: feedback
+  originSessionId: 3f1c2a9e-8b7d-4c1e-9f00-123456789abc
+  modified: 2026-03-04T10:22:31.000Z
+---
+
+We got burned last quarter when mocked tests passed but the prod migration failed.
+
+**How to apply:** never mock the database in integration tests.
+"""
+
+CLAUDE_CODE_TOP_LEVEL = """\
+---
+name: user-role
+description: The user is a data scientist new to this codebase
+type: user
+---
+
+Explain the repository's structure before diving into details.
+"""
+
+
+# -- canonical folders and re-import ------------------------------------------------------------
+
+
+def test_canonical_folder_imports_every_file(store: MemoryStore, tmp_path: Path) -> None:
+    folder = tmp_path / "memory"
+    write(folder / "prefers-uv.md", canonical("prefers-uv", "user", "Uses uv, not pip", "Use uv."))
+    write(
+        folder / "release-freeze.md",
+        canonical("release-freeze", "project", "Merge freeze from March 5", "No merges."),
+    )
+
+    report = import_memories(store, folder)
+
+    assert sorted(report.created) == ["prefers-uv", "release-freeze"]
+    assert report.problems == []
+    memory = store.get("release-freeze")
+    assert (memory.type, memory.description, memory.body) == (
+        "project",
+        "Merge freeze from March 5",
+        "No merges.",
+    )
+    assert store.get("prefers-uv").type == "user"
+
+
+def test_reimporting_the_same_folder_changes_nothing(store: MemoryStore, tmp_path: Path) -> None:
+    folder = tmp_path / "memory"
+    write(folder / "prefers-uv.md", canonical("prefers-uv", "user", "Uses uv, not pip", "Use uv."))
+    write(folder / "feedback_testing.md", CLAUDE_CODE_NESTED)
+    write(folder / "messy.md", "---\nname: A free text name\ntype: project\n---\nSome body\n")
+    import_memories(store, folder)
+    events_after_first = len(store.history())
+    rows_after_first = database_rows(store)
+    assert events_after_first == 3
+
+    report = import_memories(store, folder)
+
+    assert report.created == [] and report.updated == []
+    assert sorted(report.unchanged) == sorted(m.name for m in store.memories())
+    assert report.run_id is None
+    assert len(store.history()) == events_after_first
+    assert event_count(store) == events_after_first
+    assert database_rows(store) == rows_after_first
+
+
+# -- Claude Code's auto-memory folders ----------------------------------------------------------
+
+
+def test_claude_code_file_with_top_level_type(store: MemoryStore, tmp_path: Path) -> None:
+    write(tmp_path / "cc" / "user_role.md", CLAUDE_CODE_TOP_LEVEL)
+
+    import_memories(store, tmp_path / "cc")
+
+    memory = store.get("user-role")
+    assert memory.type == "user"
+    assert memory.description == "The user is a data scientist new to this codebase"
+    assert memory.body == "Explain the repository's structure before diving into details."
+
+
+def test_claude_code_file_with_type_under_metadata(store: MemoryStore, tmp_path: Path) -> None:
+    write(tmp_path / "cc" / "testing.md", CLAUDE_CODE_NESTED)
+
+    report = import_memories(store, tmp_path / "cc")
+
+    assert report.created == ["testing-approach"]
+    memory = store.get("testing-approach")
+    assert memory.type == "feedback"
+    assert memory.description == "Integration tests must hit a real database"
+    assert memory.body.startswith("We got burned last quarter")
+    assert memory.body.endswith("never mock the database in integration tests.")
+    # The unmodeled mapping is kept whole; the timestamp is the text that was written.
+    assert memory.extra == {
+        "metadata": {
+            "node_type": "memory",
+            "type": "feedback",
+            "originSessionId": "3f1c2a9e-8b7d-4c1e-9f00-123456789abc",
+            "modified": "2026-03-04T10:22:31.000Z",
+        }
+    }
+
+
+def test_export_writes_unmodeled_keys_back(store: MemoryStore, tmp_path: Path) -> None:
+    source = CLAUDE_CODE_NESTED.replace(
+        "---\n\nWe got", "created: 2026-03-01\ntags: [database, tests]\n---\n\nWe got"
+    )
+    write(tmp_path / "cc" / "testing.md", source)
+    import_memories(store, tmp_path / "cc")
+
+    export_memories(store, tmp_path / "out")
+
+    text = (tmp_path / "out" / "testing-approach.md").read_text(encoding="utf-8")
+    front = text.split("---\n")[1]
+    # BaseLoader reads every scalar as the text written, so a changed timestamp would show.
+    exported = yaml.load(front, Loader=yaml.BaseLoader)
+    original = yaml.load(source.split("---\n")[1], Loader=yaml.BaseLoader)
+    for key, value in original.items():
+        assert exported[key] == value, key
+    assert exported["metadata"]["modified"] == "2026-03-04T10:22:31.000Z"
+    assert exported["created"] == "2026-03-01"
+    assert exported["type"] == "feedback"
+    assert "We got burned last quarter" in text.split("---\n", 2)[2]
+
+
+def test_import_export_import_loses_nothing(store: MemoryStore, tmp_path: Path) -> None:
+    folder = tmp_path / "cc"
+    write(folder / "testing.md", CLAUDE_CODE_NESTED)
+    write(folder / "user_role.md", CLAUDE_CODE_TOP_LEVEL)
+    write(
+        folder / "feedback_commits.md",
+        "---\nname: Commit messages in English\ndescription: Style: imperative mood\n"
+        "metadata:\n  type: feedback\n  modified: 2026-02-01T08:00:00.000Z\n---\nAlways.\n",
+    )
+    write(folder / "笔记" / "数据库.md", "---\nname: 数据库\ntype: project\n---\n生产库只读。\n")
+    import_memories(store, folder)
+    before = {m.name: (m.type, m.description, m.body, m.extra) for m in store.memories()}
+    export_memories(store, tmp_path / "out")
+
+    with MemoryStore(tmp_path / "fresh.db") as fresh:
+        import_memories(fresh, tmp_path / "out")
+        after = {m.name: (m.type, m.description, m.body, m.extra) for m in fresh.memories()}
+        export_memories(fresh, tmp_path / "out-again")
+
+    assert after == before
+    for exported in (tmp_path / "out").iterdir():
+        again = tmp_path / "out-again" / exported.name
+        assert again.read_bytes() == exported.read_bytes(), exported.name
+    # Importing our own export into the store it came from changes nothing either.
+    events = event_count(store)
+    report = import_memories(store, tmp_path / "out")
+    assert report.created == [] and report.updated == []
+    assert event_count(store) == events
+
+
+# -- messy input that is brought in, with a note ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("given", "kept"),
+    [
+        (
+            "name: Integration tests must hit a real database",
+            "Integration tests must hit a real database",
+        ),
+        ("name: 集成测试必须连接真实数据库", "集成测试必须连接真实数据库"),
+        ('name: ""', None),
+        ("name:", None),
+    ],
+    ids=["sentence", "chinese", "empty-string", "empty"],
+)
+def test_unusable_name_is_derived_and_noted(
+    store: MemoryStore, tmp_path: Path, given: str, kept: str | None
+) -> None:
+    write(
+        tmp_path / "notes" / "db-testing.md",
+        f"---\n{given}\ntype: feedback\ndescription: Use the real database\n---\nNo mocks.\n",
+    )
+
+    report = import_memories(store, tmp_path / "notes")
+
+    assert len(report.created) == 1
+    name = report.created[0]
+    assert_valid_name(name)
+    memory = store.get(name)
+    assert memory.body == "No mocks."
+    if kept is not None:
+        assert memory.extra["original_name"] == kept
+    notes = notes_for(report.notes, "db-testing.md")
+    assert notes and name in notes[0]
+
+
+def test_name_differing_from_filename_keeps_frontmatter_name(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    write(
+        tmp_path / "notes" / "notes-about-tests.md",
+        canonical("testing-approach", "feedback", "Hit a real database", "No mocks."),
+    )
+
+    import_memories(store, tmp_path / "notes")
+
+    assert [m.name for m in store.memories()] == ["testing-approach"]
+    assert store.find("notes-about-tests") is None
+
+
+@pytest.mark.parametrize(
+    ("file_name", "type_"),
+    [("feedback_testing.md", "feedback"), ("project_release.md", "project")],
+)
+def test_missing_type_is_taken_from_the_file_name(
+    store: MemoryStore, tmp_path: Path, file_name: str, type_: str
+) -> None:
+    write(tmp_path / "notes" / file_name, "---\nname: some-note\ndescription: A note\n---\nBody\n")
+
+    report = import_memories(store, tmp_path / "notes")
+
+    assert store.get("some-note").type == type_
+    assert any(type_ in note for note in notes_for(report.notes, file_name))
+
+
+def test_default_type_applies_to_files_that_name_none(store: MemoryStore, tmp_path: Path) -> None:
+    folder = tmp_path / "notes"
+    write(folder / "misc.md", "---\nname: misc\ndescription: Misc\n---\nBody\n")
+
+    with pytest.raises(ImportRejected):
+        import_memories(store, folder)
+    report = import_memories(store, folder, default_type="reference")
+
+    assert store.get("misc").type == "reference"
+    assert any("reference" in note for note in notes_for(report.notes, "misc.md"))
+
+
+def test_unknown_default_type_is_refused(store: MemoryStore, tmp_path: Path) -> None:
+    write(tmp_path / "notes" / "misc.md", "---\nname: misc\ndescription: Misc\n---\nBody\n")
+
+    with pytest.raises(InvalidMemory):
+        import_memories(store, tmp_path / "notes", default_type="opinion")
+    assert store.count() == 0
+
+
+def test_quoted_descriptions_are_stored_without_quotes(store: MemoryStore, tmp_path: Path) -> None:
+    folder = tmp_path / "notes"
+    write(
+        folder / "a.md", '---\nname: a\ntype: user\ndescription: "Says \\"hi\\": always"\n---\nA\n'
+    )
+    write(folder / "b.md", "---\nname: b\ntype: user\ndescription: 'Don''t mock: ever'\n---\nB\n")
+
+    import_memories(store, folder)
+
+    assert store.get("a").description == 'Says "hi": always'
+    assert store.get("b").description == "Don't mock: ever"
+
+
+def test_unquoted_colon_in_description_is_read_leniently(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    folder = tmp_path / "notes"
+    text = (
+        "---\nname: db-rule\ndescription: Testing: always hit the real DB: no mocks\n"
+        "metadata:\n  type: feedback\n  modified: 2026-03-04T10:22:31.000Z\n---\nBody\n"
+    )
+    with pytest.raises(yaml.YAMLError):
+        yaml.safe_load(text.split("---\n")[1])
+    write(folder / "db-rule.md", text)
+
+    report = import_memories(store, folder)
+
+    memory = store.get("db-rule")
+    assert memory.description == "Testing: always hit the real DB: no mocks"
+    assert memory.type == "feedback"
+    assert memory.extra["metadata"] == {"type": "feedback", "modified": "2026-03-04T10:22:31.000Z"}
+    assert notes_for(report.notes, "db-rule.md")
+
+
+def test_crlf_line_endings(store: MemoryStore, tmp_path: Path) -> None:
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    text = (
+        "---\r\nname: crlf\r\ntype: user\r\ndescription: Written on Windows\r\n---\r\n"
+        "\r\nLine one\r\nLine two\r\n"
+    )
+    (folder / "crlf.md").write_bytes(text.encode("utf-8"))
+
+    import_memories(store, folder)
+
+    memory = store.get("crlf")
+    assert memory.description == "Written on Windows"
+    assert memory.body == "Line one\nLine two"
+
+
+def test_no_blank_line_after_closing_dashes(store: MemoryStore, tmp_path: Path) -> None:
+    write(
+        tmp_path / "notes" / "tight.md",
+        "---\nname: tight\ntype: user\ndescription: Tight\n---\nBody right away\n",
+    )
+
+    import_memories(store, tmp_path / "notes")
+
+    assert store.get("tight").body == "Body right away"
+
+
+def test_files_in_subfolders_are_imported(store: MemoryStore, tmp_path: Path) -> None:
+    folder = tmp_path / "notes"
+    write(folder / "top.md", canonical("top", "user", "Top", "Top body"))
+    write(folder / "team" / "deep" / "deeper.md", canonical("deeper", "project", "Deep", "Deep"))
+
+    import_memories(store, folder)
+
+    assert [m.name for m in store.memories()] == ["deeper", "top"]
+
+
+def test_chinese_text_is_kept(store: MemoryStore, tmp_path: Path) -> None:
+    write(
+        tmp_path / "notes" / "db-rule.md",
+        "---\nname: db-rule\ntype: feedback\ndescription: 集成测试必须连接真实数据库\n---\n"
+        "上个季度模拟测试通过了，但生产迁移失败了。\n",
+    )
+
+    import_memories(store, tmp_path / "notes")
+
+    memory = store.get("db-rule")
+    assert memory.description == "集成测试必须连接真实数据库"
+    assert memory.body == "上个季度模拟测试通过了，但生产迁移失败了。"
+    assert [hit.memory.name for hit in store.search("db")] == ["db-rule"]
+
+
+def test_all_chinese_file_gets_a_valid_name(store: MemoryStore, tmp_path: Path) -> None:
+    write(
+        tmp_path / "notes" / "数据库.md",
+        "---\nname: 数据库规则\ntype: feedback\n"
+        "description: 集成测试必须连接真实数据库\n---\n不要模拟。\n",
+    )
+
+    report = import_memories(store, tmp_path / "notes")
+
+    (name,) = report.created
+    assert_valid_name(name)
+    assert store.get(name).extra["original_name"] == "数据库规则"
+    assert notes_for(report.notes, "数据库.md")
+
+
+def test_editing_an_all_chinese_file_updates_its_memory(store: MemoryStore, tmp_path: Path) -> None:
+    path = tmp_path / "notes" / "数据库.md"
+    head = "---\nname: 数据库规则\ntype: feedback\ndescription: 集成测试必须连接真实数据库\n---\n"
+    write(path, head + "不要模拟。\n")
+    import_memories(store, tmp_path / "notes")
+    write(path, head + "不要模拟数据库。\n")
+
+    report = import_memories(store, tmp_path / "notes")
+
+    assert report.created == []
+    assert len(report.updated) == 1
+    assert store.count() == 1
+    assert store.get(report.updated[0]).body == "不要模拟数据库。"
+
+
+def test_two_files_deriving_the_same_name_both_import(store: MemoryStore, tmp_path: Path) -> None:
+    folder = tmp_path / "notes"
+    write(folder / "a" / "feedback_testing.md", "---\nname: Use a real DB\n---\nFirst\n")
+    write(folder / "b" / "feedback_testing.md", "---\nname: Use a real DB too\n---\nSecond\n")
+
+    report = import_memories(store, folder)
+
+    assert len(report.created) == 2
+    assert len(set(report.created)) == 2
+    for name in report.created:
+        assert_valid_name(name)
+    assert sorted(m.body for m in store.memories()) == ["First", "Second"]
+    assert notes_for(report.notes, "a/feedback_testing.md")
+    assert notes_for(report.notes, "b/feedback_testing.md")
+    again = import_memories(store, folder)
+    assert again.created == [] and again.updated == []
+
+
+def test_two_long_files_deriving_the_same_name_both_import(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    stem = "feedback_integration_tests_must_hit_the_real_database_mock_do_ok"
+    assert len(stem) == 64 and stem[61] == "_"
+    folder = tmp_path / "notes"
+    write(folder / "a" / f"{stem}.md", "---\nname: Real DB\ndescription: One\n---\nFirst\n")
+    write(folder / "b" / f"{stem}.md", "---\nname: Real DB too\ndescription: Two\n---\nSecond\n")
+
+    report = import_memories(store, folder)
+
+    assert len(set(report.created)) == 2
+    for name in report.created:
+        assert_valid_name(name)
+    assert store.count() == 2
+
+
+# -- files that cannot be read ------------------------------------------------------------------
+
+BAD_FILES: dict[str, tuple[bytes, str]] = {
+    "no-frontmatter": (b"# Just a heading\n\nSome text.\n", "no frontmatter"),
+    "bad-yaml": (b"---\n[unclosed: {\nname: x\n---\nBody\n", "not readable YAML"),
+    "no-body": (b"---\nname: empty\ntype: user\ndescription: Empty\n---\n\n", "no body"),
+    "unknown-type": (
+        b"---\nname: misc\ntype: opinion\ndescription: Misc\n---\nBody\n",
+        "unknown type 'opinion'",
+    ),
+    "latin-1": (
+        "---\nname: cafe\ntype: user\ndescription: Café\n---\nBody\n".encode("latin-1"),
+        "UTF-8",
+    ),
+    "oversized": (
+        b"---\nname: huge\ntype: user\ndescription: Huge\n---\n" + b"x" * MAX_FILE_BYTES,
+        "limit",
+    ),
+}
+
+
+@pytest.fixture
+def seeded(store: MemoryStore, tmp_path: Path) -> Path:
+    """A store with one memory, and a folder whose good file would update it."""
+    store.create("prefers-uv", "user", "Uses uv", "Use uv.")
+    folder = tmp_path / "notes"
+    write(folder / "prefers-uv.md", canonical("prefers-uv", "user", "Uses uv", "Use uv, always."))
+    write(folder / "new-one.md", canonical("new-one", "project", "New", "New body"))
+    return folder
+
+
+@pytest.mark.parametrize("kind", list(BAD_FILES))
+def test_unreadable_file_aborts_the_import_with_nothing_changed(
+    store: MemoryStore, seeded: Path, kind: str
+) -> None:
+    content, reason = BAD_FILES[kind]
+    (seeded / "sub").mkdir()
+    (seeded / "sub" / "notes.md").write_bytes(content)
+    before = database_rows(store)
+
+    with pytest.raises(ImportRejected) as raised:
+        import_memories(store, seeded)
+
+    (problem,) = raised.value.problems
+    assert problem.path == "sub/notes.md"
+    assert reason in problem.reason
+    assert database_rows(store) == before
+    assert store.get("prefers-uv").body == "Use uv."
+
+
+def test_each_bad_file_is_reported_once(store: MemoryStore, seeded: Path) -> None:
+    for kind, (content, _) in BAD_FILES.items():
+        (seeded / f"{kind}.md").write_bytes(content)
+
+    with pytest.raises(ImportRejected) as raised:
+        import_memories(store, seeded)
+
+    problems = raised.value.problems
+    assert sorted(p.path for p in problems) == sorted(f"{kind}.md" for kind in BAD_FILES)
+    for problem in problems:
+        assert BAD_FILES[problem.path.removesuffix(".md")][1] in problem.reason
+
+
+def test_skip_invalid_imports_the_good_files(store: MemoryStore, seeded: Path) -> None:
+    for kind, (content, _) in BAD_FILES.items():
+        (seeded / f"{kind}.md").write_bytes(content)
+
+    report = import_memories(store, seeded, skip_invalid=True)
+
+    assert report.created == ["new-one"]
+    assert report.updated == ["prefers-uv"]
+    assert len(report.problems) == len(BAD_FILES)
+    assert [m.name for m in store.memories()] == ["new-one", "prefers-uv"]
+    assert store.get("prefers-uv").body == "Use uv, always."
+
+
+def test_dry_run_reports_but_changes_nothing(store: MemoryStore, seeded: Path) -> None:
+    before = database_rows(store)
+
+    report = import_memories(store, seeded, dry_run=True)
+
+    assert report.dry_run
+    assert report.created == ["new-one"]
+    assert report.updated == ["prefers-uv"]
+    assert database_rows(store) == before
+    assert store.find("new-one") is None
+
+
+# -- history -----------------------------------------------------------------------------------
+
+
+def test_import_records_its_events_under_one_run(store: MemoryStore, seeded: Path) -> None:
+    events_before = len(store.history())
+
+    report = import_memories(store, seeded)
+
+    events = store.history()[events_before:]
+    assert sorted((e.operation, e.memory_name) for e in events) == [
+        ("create", "new-one"),
+        ("update", "prefers-uv"),
+    ]
+    assert {e.actor for e in events} == {"import"}
+    assert {e.run_id for e in events} == {report.run_id}
+    run = store.run(report.run_id or "")
+    assert run is not None and run.actor == "import"
+    (update,) = [e for e in events if e.operation == "update"]
+    assert update.old_value and update.old_value["body"] == "Use uv."
+    assert update.new_value and update.new_value["body"] == "Use uv, always."
+
+
+# -- what is not a memory ------------------------------------------------------------------------
+
+
+def test_hidden_folders_and_index_file_are_skipped(store: MemoryStore, tmp_path: Path) -> None:
+    folder = tmp_path / "vault"
+    write(folder / "kept.md", canonical("kept", "user", "Kept", "Kept"))
+    write(folder / "MEMORY.md", "- [kept](kept.md) — Kept\n")
+    write(folder / ".obsidian" / "workspace.md", "not a memory at all\n")
+    write(folder / ".obsidian" / "plugin.md", canonical("plugin", "user", "Plugin", "Plugin"))
+    write(folder / ".trash" / "old.md", canonical("old", "user", "Old", "Old"))
+
+    report = import_memories(store, folder)
+
+    assert report.created == ["kept"]
+    assert report.problems == []
+    assert [m.name for m in store.memories()] == ["kept"]
+
+
+# -- the CLI ------------------------------------------------------------------------------------
+
+
+def cli_store(tmp_path: Path) -> MemoryStore:
+    return MemoryStore(tmp_path / ".memory" / "memstore.db")
+
+
+def test_cli_refuses_bad_files_with_one_line_each(memctl: MemctlRunner, tmp_path: Path) -> None:
+    folder = tmp_path / "notes"
+    write(folder / "good.md", canonical("good", "user", "Good", "Good"))
+    (folder / "no-frontmatter.md").write_bytes(BAD_FILES["no-frontmatter"][0])
+    (folder / "latin-1.md").write_bytes(BAD_FILES["latin-1"][0])
+
+    result = memctl("import", "notes")
+
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    invalid = sorted(line for line in lines if line.startswith("invalid: "))
+    assert len(invalid) == 2
+    assert invalid[0].startswith("invalid: latin-1.md: ") and "UTF-8" in invalid[0]
+    assert invalid[1].startswith("invalid: no-frontmatter.md: ")
+    assert "no frontmatter" in invalid[1]
+    assert len([line for line in lines if line.startswith("memctl: error: ")]) == 1
+    with cli_store(tmp_path) as store:
+        assert store.count() == 0
+
+
+def test_cli_skip_invalid(memctl: MemctlRunner, tmp_path: Path) -> None:
+    folder = tmp_path / "notes"
+    write(folder / "good.md", canonical("good", "user", "Good", "Good"))
+    (folder / "no-body.md").write_bytes(BAD_FILES["no-body"][0])
+
+    result = memctl("import", "notes", "--skip-invalid")
+
+    assert result.returncode == 0, result.stderr
+    assert "no-body.md" in result.stderr
+    with cli_store(tmp_path) as store:
+        assert [m.name for m in store.memories()] == ["good"]
+
+
+def test_cli_dry_run(memctl: MemctlRunner, tmp_path: Path) -> None:
+    write(tmp_path / "notes" / "good.md", canonical("good", "user", "Good", "Good"))
+
+    result = memctl("import", "notes", "--dry-run")
+
+    assert result.returncode == 0, result.stderr
+    assert "create  good" in result.stdout
+    with cli_store(tmp_path) as store:
+        assert store.count() == 0
+        assert store.history() == []
+
+
+def test_cli_default_type(memctl: MemctlRunner, tmp_path: Path) -> None:
+    write(tmp_path / "notes" / "misc.md", "---\nname: misc\ndescription: Misc\n---\nBody\n")
+
+    refused = memctl("import", "notes")
+    result = memctl("import", "notes", "--default-type", "reference")
+
+    assert refused.returncode == 1
+    assert "invalid: misc.md: " in refused.stderr
+    assert result.returncode == 0, result.stderr
+    with cli_store(tmp_path) as store:
+        assert store.get("misc").type == "reference"
+
+
+def test_cli_does_not_import_the_index_file(memctl: MemctlRunner, tmp_path: Path) -> None:
+    folder = tmp_path / "notes"
+    write(folder / "kept.md", canonical("kept", "user", "Kept", "Kept"))
+    write(folder / "MEMORY.md", "- [kept](kept.md) — Kept\n")
+
+    result = memctl("import", "notes")
+
+    assert result.returncode == 0, result.stderr
+    assert "MEMORY.md" not in result.stderr
+    with cli_store(tmp_path) as store:
+        assert [m.name for m in store.memories()] == ["kept"]
