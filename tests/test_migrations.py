@@ -1,0 +1,108 @@
+"""Schema management: Alembic revisions applied on open, newer databases refused, lazy imports."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlmodel import SQLModel
+
+from memstore.db import SCHEMA_HEAD, VERSION_TABLE, create_sqlite_engine
+from memstore.errors import SchemaTooNew
+from memstore.migrate import alembic_config, script_head
+from memstore.store import MemoryStore
+from tests.conftest import MemctlRunner
+
+
+def test_schema_head_constant_matches_the_revisions() -> None:
+    assert script_head() == SCHEMA_HEAD
+
+
+def test_migrated_schema_matches_the_models(store: MemoryStore) -> None:
+    with store.engine.connect() as connection:
+        context = MigrationContext.configure(
+            connection,
+            opts={
+                "version_table": VERSION_TABLE,
+                "include_object": lambda obj, name, type_, *_: (
+                    not (type_ == "table" and name.startswith("memory_fts"))
+                ),
+            },
+        )
+        assert compare_metadata(context, SQLModel.metadata) == []
+
+
+def test_version_table_is_ours_and_a_hosts_alembic_is_untouched(tmp_path: Path) -> None:
+    db = tmp_path / "shared.db"
+    connection = sqlite3.connect(db)
+    connection.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)")
+    connection.execute("INSERT INTO alembic_version VALUES ('host-app-rev')")
+    connection.commit()
+    MemoryStore(db).close()
+    assert connection.execute("SELECT version_num FROM alembic_version").fetchall() == [
+        ("host-app-rev",)
+    ]
+    assert connection.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchall() == [
+        (SCHEMA_HEAD,)
+    ]
+    connection.close()
+
+
+def test_database_from_a_newer_memstore_is_refused(tmp_path: Path, memctl: MemctlRunner) -> None:
+    db = tmp_path / "newer.db"
+    MemoryStore(db).close()
+    connection = sqlite3.connect(db)
+    connection.execute(f"UPDATE {VERSION_TABLE} SET version_num = '9999'")
+    connection.commit()
+    connection.close()
+    with pytest.raises(SchemaTooNew, match="newer memstore"):
+        MemoryStore(db)
+    done = memctl("--db", str(db), "list")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"memctl: error: {db} was written by a newer memstore (schema revision '9999'); "
+        "upgrade memstore to open it"
+    ]
+
+
+def test_downgrade_and_upgrade_again(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    with MemoryStore(db) as store:
+        store.create("kept", "user", "survives nothing", "a downgrade to base drops everything")
+    engine = create_sqlite_engine(db)
+    config = alembic_config()
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, "base")
+    tables = {r[0] for r in sqlite3.connect(db).execute("SELECT name FROM sqlite_master")}
+    assert "memory" not in tables and "memory_fts" not in tables
+    engine.dispose()
+    with MemoryStore(db) as store:  # opening migrates the empty database back up
+        store.create("again", "user", "d", "b")
+        assert [h.memory.name for h in store.search("again")] == ["again"]
+
+
+def imported_modules_after(code: str) -> set[str]:
+    probe = code + "\nimport sys\nprint(' '.join(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    return set(done.stdout.split())
+
+
+def test_up_to_date_database_opens_without_alembic_or_anthropic(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    MemoryStore(db).close()
+    modules = imported_modules_after(
+        "import sys\n"
+        f"sys.argv = ['memctl', '--db', {str(db)!r}, 'list']\n"
+        "from memctl.app import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass"
+    )
+    assert "memctl.app" in modules
+    assert "alembic" not in modules
+    assert "anthropic" not in modules
