@@ -1,4 +1,4 @@
-"""Several processes writing one database at once lose nothing and never see "database is locked"."""
+"""Processes writing one database at once lose nothing and never see "database is locked"."""
 
 from __future__ import annotations
 
