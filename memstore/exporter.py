@@ -13,8 +13,9 @@ import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from sqlmodel import Session, col, delete, select
+from sqlalchemy import Row, bindparam, delete, insert, select
 
 from memstore.db import writer
 from memstore.errors import ExportConflict
@@ -25,7 +26,7 @@ from memstore.files import (
     render_index,
     render_memory_file,
 )
-from memstore.models import ExportedFile, Memory, utc_now
+from memstore.models import exported_file_table, memory_table, utc_now
 from memstore.store import MemoryStore
 
 
@@ -53,11 +54,17 @@ def export_memories(
     directory = Path(directory).resolve()
     directory.mkdir(parents=True, exist_ok=True)
     key = str(directory)
-    with Session(store.engine) as session:
-        memories = list(session.exec(select(Memory).where(col(Memory.deleted_at).is_(None))))
+    live = memory_table.c.deleted_at.is_(None)
+    summary_columns = [
+        memory_table.c[name] for name in ("id", "name", "type", "description", "version")
+    ]
+    with store.engine.connect() as connection:
+        memories = connection.execute(select(*summary_columns).where(live)).all()
         records = {
-            r.file_name: r
-            for r in session.exec(select(ExportedFile).where(ExportedFile.directory == key))
+            row.file_name: row
+            for row in connection.execute(
+                select(exported_file_table).where(exported_file_table.c.directory == key)
+            )
         }
     on_disk = {
         entry.name: entry.stat()
@@ -66,6 +73,7 @@ def export_memories(
     }
     plan = _Plan()
     targets = {memory_file_name(m.name): m for m in memories}
+    to_render = []
     for file_name, memory in targets.items():
         record = records.get(file_name)
         stat = on_disk.get(file_name)
@@ -77,9 +85,20 @@ def export_memories(
             and _same_stat(record, stat)
         ):
             plan.unchanged += 1
-            continue
+        else:
+            to_render.append(memory.id)
+    # Only memories that changed since the last export are read in full and rendered.
+    for full in store.memories_by_id(to_render):
+        file_name = memory_file_name(full.name)
+        content = render_memory_file(full).encode()
         _plan_file(
-            plan, directory, file_name, render_memory_file(memory).encode(), record, stat, force
+            plan,
+            directory,
+            file_name,
+            content,
+            records.get(file_name),
+            on_disk.get(file_name),
+            force,
         )
     index = render_index(IndexEntry(m.name, m.type, m.description) for m in memories).encode()
     _plan_file(
@@ -107,14 +126,16 @@ def export_memories(
 
     # The index goes last, so that it never lists a file that is not there yet.
     ordered = sorted(plan.writes, key=lambda name: name == INDEX_FILE_NAME)
-    for file_name in ordered:
-        _write_atomically(directory / file_name, plan.writes[file_name])
+    stats = {name: _write_atomically(directory / name, plan.writes[name]) for name in ordered}
     for file_name in plan.removals:
         (directory / file_name).unlink(missing_ok=True)
-    _record_export(store, key, {**plan.adopted, **plan.writes}, plan.removals, targets, directory)
+    for file_name in plan.adopted:
+        stats[file_name] = on_disk[file_name]
+    contents = {**plan.adopted, **plan.writes}
+    _record_export(store, key, contents, stats, plan.removals, targets)
     return ExportResult(
         directory,
-        [n for n in ordered],
+        ordered,
         sorted(n for n in plan.removals if n in on_disk),
         plan.unchanged + len(plan.adopted),
     )
@@ -125,7 +146,7 @@ def _plan_file(
     directory: Path,
     file_name: str,
     content: bytes,
-    record: ExportedFile | None,
+    record: Row[Any] | None,
     stat: os.stat_result | None,
     force: bool,
 ) -> None:
@@ -151,54 +172,61 @@ def _plan_file(
 def _record_export(
     store: MemoryStore,
     key: str,
-    files: dict[str, bytes],
+    contents: dict[str, bytes],
+    stats: dict[str, os.stat_result],
     removals: list[str],
-    targets: dict[str, Memory],
-    directory: Path,
+    targets: dict[str, Any],
 ) -> None:
-    if not files and not removals:
+    if not contents and not removals:
         return
     now = utc_now()
-    with Session(writer(store.engine)) as session, session.begin():
-        if removals or files:
-            session.exec(
-                delete(ExportedFile).where(
-                    col(ExportedFile.directory) == key,
-                    col(ExportedFile.file_name).in_([*removals, *files]),
-                )
-            )
-        for file_name, content in files.items():
-            stat = (directory / file_name).stat()
-            memory = targets.get(file_name)
-            session.add(
-                ExportedFile(
-                    directory=key,
-                    file_name=file_name,
-                    memory_id=memory.id if memory else None,
-                    memory_version=memory.version if memory else None,
-                    sha256=_sha256(content),
-                    size=stat.st_size,
-                    mtime_ns=stat.st_mtime_ns,
-                    exported_at=now,
-                )
+    table = exported_file_table
+    with writer(store.engine).begin() as connection:
+        connection.execute(
+            delete(table).where(
+                table.c.directory == bindparam("key"), table.c.file_name == bindparam("name")
+            ),
+            [{"key": key, "name": name} for name in [*removals, *contents]],
+        )
+        if contents:
+            connection.execute(
+                insert(table),
+                [
+                    {
+                        "directory": key,
+                        "file_name": name,
+                        "memory_id": targets[name].id if name in targets else None,
+                        "memory_version": targets[name].version if name in targets else None,
+                        "sha256": _sha256(content),
+                        "size": stats[name].st_size,
+                        "mtime_ns": stats[name].st_mtime_ns,
+                        "exported_at": now,
+                    }
+                    for name, content in contents.items()
+                ],
             )
 
 
-def _write_atomically(path: Path, content: bytes) -> None:
+def _write_atomically(path: Path, content: bytes) -> os.stat_result:
+    """Write via a temporary file and a rename; the written file's stat."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(temporary, "wb") as handle:
             handle.write(content)
+            handle.flush()
+            stat = os.fstat(handle.fileno())
         os.replace(temporary, path)
-    finally:
+    except BaseException:
         temporary.unlink(missing_ok=True)
+        raise
+    return stat
 
 
-def _disk_matches_record(path: Path, record: ExportedFile, stat: os.stat_result) -> bool:
+def _disk_matches_record(path: Path, record: Row[Any], stat: os.stat_result) -> bool:
     return _same_stat(record, stat) or _sha256(path.read_bytes()) == record.sha256
 
 
-def _same_stat(record: ExportedFile, stat: os.stat_result) -> bool:
+def _same_stat(record: Row[Any], stat: os.stat_result) -> bool:
     return record.size == stat.st_size and record.mtime_ns == stat.st_mtime_ns
 
 

@@ -11,13 +11,13 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import frontmatter
 import yaml
 from frontmatter.default_handlers import YAMLHandler
 
-from memstore.models import MemoryType
+from memstore.models import MemoryRecord, MemoryType
 from memstore.validation import normalize_newlines
 
 INDEX_FILE_NAME = "MEMORY.md"
@@ -28,14 +28,6 @@ MODELED_KEYS = ("name", "description", "type")
 TYPE_ORDER = {t.value: i for i, t in enumerate(MemoryType)}
 _HANDLER = YAMLHandler()
 _BEYOND_BMP = re.compile("[\U00010000-\U0010ffff]")
-
-
-class MemoryFields(Protocol):
-    name: str
-    type: str
-    description: str
-    body: str
-    extra: dict[str, Any]
 
 
 class _TextLoader(yaml.CSafeLoader):
@@ -55,7 +47,7 @@ def memory_file_name(name: str) -> str:
     return f"{name}.md"
 
 
-def render_memory_file(memory: MemoryFields) -> str:
+def render_memory_file(memory: MemoryRecord) -> str:
     metadata: dict[str, Any] = {
         "name": memory.name,
         "description": memory.description,

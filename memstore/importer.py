@@ -16,7 +16,7 @@ from typing import Any
 
 from memstore.errors import FileProblem, ImportRejected, InvalidMemory
 from memstore.files import INDEX_FILE_NAME, UnreadableFile, parse_memory_text
-from memstore.models import Memory
+from memstore.models import MemoryRecord
 from memstore.store import MemoryStore
 from memstore.validation import (
     TYPES,
@@ -193,7 +193,7 @@ def _make_names_unique(items: list[ImportItem]) -> None:
         taken[item.name] = item.path
 
 
-def _changes(item: ImportItem, memory: Memory) -> dict[str, Any]:
+def _changes(item: ImportItem, memory: MemoryRecord) -> dict[str, Any]:
     wanted = {
         "type": item.type,
         "description": item.description,
@@ -235,9 +235,9 @@ def import_memories(
 
 
 def _plan(
-    items: list[ImportItem], existing: dict[str, Memory], report: ImportReport
-) -> list[tuple[ImportItem, Memory | None, dict[str, Any]]]:
-    actions: list[tuple[ImportItem, Memory | None, dict[str, Any]]] = []
+    items: list[ImportItem], existing: dict[str, MemoryRecord], report: ImportReport
+) -> list[tuple[ImportItem, MemoryRecord | None, dict[str, Any]]]:
+    actions: list[tuple[ImportItem, MemoryRecord | None, dict[str, Any]]] = []
     for item in items:
         memory = existing.get(item.name)
         if memory is None:

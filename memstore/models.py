@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import JSON, Column, Index, text
+from sqlalchemy import JSON, Column, Index, Table, text
 from sqlmodel import Field, SQLModel
 
 
@@ -39,7 +40,6 @@ class Memory(SQLModel, table=True):
             "name",
             unique=True,
             sqlite_where=text("deleted_at IS NULL"),
-            postgresql_where=text("deleted_at IS NULL"),
         ),
     )
 
@@ -56,16 +56,6 @@ class Memory(SQLModel, table=True):
     created_at: str
     updated_at: str
     deleted_at: str | None = None
-
-    def snapshot(self) -> dict[str, Any]:
-        """The values an event records as old/new."""
-        return {
-            "name": self.name,
-            "type": self.type,
-            "description": self.description,
-            "body": self.body,
-            "extra": self.extra,
-        }
 
 
 class Run(SQLModel, table=True):
@@ -108,3 +98,40 @@ class ExportedFile(SQLModel, table=True):
     size: int
     mtime_ns: int
     exported_at: str
+
+
+# Core views of the tables: the store reads and writes with Core statements, which are an
+# order of magnitude cheaper per row than ORM objects when an import touches 10,000 rows.
+memory_table = cast(Table, SQLModel.metadata.tables["memory"])
+memory_event_table = cast(Table, SQLModel.metadata.tables["memory_event"])
+run_table = cast(Table, SQLModel.metadata.tables["run"])
+exported_file_table = cast(Table, SQLModel.metadata.tables["exported_file"])
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRecord:
+    """A memory as read from the store: an immutable value, one row of `memory`."""
+
+    id: int
+    name: str
+    type: str
+    description: str
+    body: str
+    extra: dict[str, Any]
+    version: int
+    created_at: str
+    updated_at: str
+    deleted_at: str | None = None
+
+    def snapshot(self) -> dict[str, Any]:
+        """The values an event records as old/new."""
+        return {
+            "name": self.name,
+            "type": self.type,
+            "description": self.description,
+            "body": self.body,
+            "extra": self.extra,
+        }
+
+    def changed(self, **fields: Any) -> MemoryRecord:
+        return replace(self, **fields)

@@ -3,76 +3,105 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, text
+from sqlalchemy import Connection, Float, RowMapping, bindparam, func, insert, select, text, update
 from sqlalchemy.exc import OperationalError
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col
+from sqlmodel import select as orm_select
 
 from memstore.db import open_database, writer
 from memstore.errors import MemoryExists, MemoryNotFound, NothingToRestore, StoreUnavailable
-from memstore.files import IndexEntry, render_index
-from memstore.models import Memory, MemoryEvent, Operation, Run, utc_now
+from memstore.models import (
+    MemoryEvent,
+    MemoryRecord,
+    Operation,
+    Run,
+    memory_event_table,
+    memory_table,
+    run_table,
+    utc_now,
+)
 from memstore.search import BM25_WEIGHTS, match_expression, query_terms
 from memstore.validation import check_body, check_description, check_name, check_type
+
+_LIVE = memory_table.c.deleted_at.is_(None)
+
+
+def _record(row: RowMapping) -> MemoryRecord:
+    return MemoryRecord(**row)
 
 
 @dataclass(frozen=True)
 class SearchHit:
-    memory: Memory
+    memory: MemoryRecord
     # bm25 relevance, higher is better.
     score: float
 
 
 @dataclass
-class _PendingEvent:
-    memory: Memory
-    memory_name: str
-    operation: Operation
-    old_value: dict[str, Any] | None
-    new_value: dict[str, Any] | None
-
-
-@dataclass
 class WriteTransaction:
-    """The writes of one command; each records its event under the command's run id.
+    """The writes of one command, all committed together under one run id, or none at all.
 
-    Events are written when the transaction commits, after the memories are flushed in one
-    batch, so a large import costs a few statements rather than one per file.
+    Changes are kept here and written in batches when the transaction commits: the final
+    state of each touched memory, then one event per change. The transaction holds SQLite's
+    write lock from its start (BEGIN IMMEDIATE), so numbering new memories from max(id) is
+    safe, and a 10,000-file import costs a few statements rather than one per file.
     """
 
-    session: Session
+    connection: Connection
     actor: str
     command: str
     now: str
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    events: list[_PendingEvent] = field(default_factory=list)
-    _names_taken: set[str] = field(default_factory=set)
-    _names_freed: set[str] = field(default_factory=set)
+    events: list[tuple[int, str, Operation, dict[str, Any] | None, dict[str, Any] | None]] = field(
+        default_factory=list
+    )
+    # Final state of every memory this transaction touched, by id; which of them are new.
+    _changed: dict[int, MemoryRecord] = field(default_factory=dict)
+    _new_ids: set[int] = field(default_factory=set)
+    # Live name -> id, loaded on first use and kept current by every change.
+    _live_ids: dict[str, int] | None = None
+    _next_id: int | None = None
 
-    def find(self, name: str) -> Memory | None:
-        with self.session.no_autoflush:
-            return self.session.exec(
-                select(Memory).where(Memory.name == name, col(Memory.deleted_at).is_(None))
-            ).first()
+    # -- reads, seeing this transaction's own changes --------------------------------------
 
-    def get(self, name: str) -> Memory:
+    def _live_names(self) -> dict[str, int]:
+        if self._live_ids is None:
+            rows = self.connection.execute(
+                select(memory_table.c.name, memory_table.c.id).where(_LIVE)
+            )
+            self._live_ids = {name: id_ for name, id_ in rows}
+        return self._live_ids
+
+    def find(self, name: str) -> MemoryRecord | None:
+        id_ = self._live_names().get(name)
+        if id_ is None:
+            return None
+        if id_ in self._changed:
+            return self._changed[id_]
+        row = self.connection.execute(select(memory_table).where(memory_table.c.id == id_))
+        return _record(row.mappings().one())
+
+    def get(self, name: str) -> MemoryRecord:
         memory = self.find(name)
-        if memory is None or memory.deleted_at is not None:
+        if memory is None:
             raise MemoryNotFound(name)
         return memory
 
-    def live_memories(self) -> list[Memory]:
-        return list(self.session.exec(select(Memory).where(col(Memory.deleted_at).is_(None))))
+    def live_memories(self) -> list[MemoryRecord]:
+        rows = self.connection.execute(
+            select(memory_table).where(_LIVE).order_by(memory_table.c.name)
+        )
+        stored = [self._changed.get(row["id"]) or _record(row) for row in rows.mappings()]
+        fresh = [self._changed[id_] for id_ in sorted(self._new_ids)]
+        return [m for m in [*stored, *fresh] if m.deleted_at is None]
 
-    def _name_is_free(self, name: str) -> bool:
-        if name in self._names_taken:
-            return False
-        return name in self._names_freed or self.find(name) is None
+    # -- writes ----------------------------------------------------------------------------
 
     def create(
         self,
@@ -81,35 +110,36 @@ class WriteTransaction:
         description: str,
         body: str,
         extra: dict[str, Any] | None = None,
-    ) -> Memory:
+    ) -> MemoryRecord:
         name = check_name(name)
-        if not self._name_is_free(name):
+        if name in self._live_names():
             raise MemoryExists(name)
-        memory = Memory(
+        memory = MemoryRecord(
+            id=self._allocate_id(),
             name=name,
             type=check_type(type),
             description=check_description(description),
             body=check_body(body),
             extra=dict(extra or {}),
+            version=1,
             created_at=self.now,
             updated_at=self.now,
         )
-        self.session.add(memory)
-        self._take_name(name)
-        self._record(memory, Operation.CREATE, None, memory.snapshot())
+        self._new_ids.add(memory.id)
+        self._apply(memory, Operation.CREATE, None)
         return memory
 
     def update(
         self,
-        memory: Memory,
+        memory: MemoryRecord,
         *,
         name: str | None = None,
         type: str | None = None,
         description: str | None = None,
         body: str | None = None,
         extra: dict[str, Any] | None = None,
-    ) -> bool:
-        """Apply the given fields; False (and no event) when nothing changes."""
+    ) -> MemoryRecord:
+        """The memory with the given fields changed; the same object when nothing changes."""
         old = memory.snapshot()
         new = dict(old)
         if name is not None:
@@ -123,86 +153,99 @@ class WriteTransaction:
         if extra is not None:
             new["extra"] = dict(extra)
         if new == old:
-            return False
-        if new["name"] != old["name"]:
-            if not self._name_is_free(new["name"]):
-                raise MemoryExists(new["name"])
-            self._free_name(old["name"])
-            self._take_name(new["name"])
-        memory.name, memory.type = new["name"], new["type"]
-        memory.description, memory.body, memory.extra = (
-            new["description"],
-            new["body"],
-            new["extra"],
-        )
-        memory.version += 1
-        memory.updated_at = self.now
-        self._record(memory, Operation.UPDATE, old, new)
-        return True
+            return memory
+        if new["name"] != old["name"] and new["name"] in self._live_names():
+            raise MemoryExists(new["name"])
+        return self._apply(memory.changed(**new), Operation.UPDATE, memory)
 
-    def delete(self, memory: Memory) -> None:
-        memory.deleted_at = self.now
-        memory.version += 1
-        memory.updated_at = self.now
-        self._free_name(memory.name)
-        self._record(memory, Operation.DELETE, memory.snapshot(), None)
+    def delete(self, memory: MemoryRecord) -> MemoryRecord:
+        return self._apply(memory.changed(deleted_at=self.now), Operation.DELETE, memory)
 
-    def restore(self, name: str) -> Memory:
-        if not self._name_is_free(name):
+    def restore(self, name: str) -> MemoryRecord:
+        if name in self._live_names():
             raise NothingToRestore(name, "a memory with that name exists")
-        with self.session.no_autoflush:
-            memory = self.session.exec(
-                select(Memory)
-                .where(Memory.name == name, col(Memory.deleted_at).is_not(None))
-                .order_by(col(Memory.deleted_at).desc(), col(Memory.id).desc())
-            ).first()
-        if memory is None:
+        deleted = (
+            self.connection.execute(
+                select(memory_table)
+                .where(memory_table.c.name == name, memory_table.c.deleted_at.is_not(None))
+                .order_by(memory_table.c.deleted_at.desc(), memory_table.c.id.desc())
+                .limit(1)
+            )
+            .mappings()
+            .first()
+        )
+        if deleted is None:
             raise NothingToRestore(name, "no deleted memory has that name")
-        memory.deleted_at = None
-        memory.version += 1
-        memory.updated_at = self.now
-        self._take_name(name)
-        self._record(memory, Operation.RESTORE, None, memory.snapshot())
+        memory = self._changed.get(deleted["id"]) or _record(deleted)
+        return self._apply(memory.changed(deleted_at=None), Operation.RESTORE, memory)
+
+    def _allocate_id(self) -> int:
+        if self._next_id is None:
+            highest = self.connection.execute(select(func.max(memory_table.c.id))).scalar()
+            self._next_id = (highest or 0) + 1
+        self._next_id += 1
+        return self._next_id - 1
+
+    def _apply(
+        self, memory: MemoryRecord, operation: Operation, before: MemoryRecord | None
+    ) -> MemoryRecord:
+        if before is not None:
+            memory = memory.changed(version=before.version + 1, updated_at=self.now)
+        live = self._live_names()
+        if before is not None and before.deleted_at is None:
+            live.pop(before.name, None)
+        if memory.deleted_at is None:
+            live[memory.name] = memory.id
+        self._changed[memory.id] = memory
+        old = None if before is None or operation is Operation.RESTORE else before.snapshot()
+        new = None if operation is Operation.DELETE else memory.snapshot()
+        self.events.append((memory.id, memory.name, operation, old, new))
         return memory
 
-    def _take_name(self, name: str) -> None:
-        self._names_taken.add(name)
-        self._names_freed.discard(name)
-
-    def _free_name(self, name: str) -> None:
-        self._names_freed.add(name)
-        self._names_taken.discard(name)
-
-    def _record(
-        self,
-        memory: Memory,
-        operation: Operation,
-        old: dict[str, Any] | None,
-        new: dict[str, Any] | None,
-    ) -> None:
-        self.events.append(_PendingEvent(memory, memory.name, operation, old, new))
-
-    def flush_events(self) -> None:
+    def write(self) -> None:
+        """Write the changes and their events (called once, as the transaction commits)."""
         if not self.events:
             return
-        self.session.add(
-            Run(id=self.run_id, actor=self.actor, command=self.command, started_at=self.now)
-        )
-        self.session.flush()  # assigns ids to new memories, in one batch
-        self.session.add_all(
-            MemoryEvent(
-                memory_id=event.memory.id,  # type: ignore[arg-type]
-                memory_name=event.memory_name,
-                operation=event.operation.value,
-                actor=self.actor,
-                run_id=self.run_id,
-                old_value=event.old_value,
-                new_value=event.new_value,
-                created_at=self.now,
+        columns = memory_table.c.keys()
+        existing = [vars_of(m, columns) for i, m in self._changed.items() if i not in self._new_ids]
+        created = [vars_of(m, columns) for i, m in self._changed.items() if i in self._new_ids]
+        # Existing rows first: a memory deleted here frees its name for one created here.
+        if existing:
+            self.connection.execute(
+                update(memory_table).where(memory_table.c.id == bindparam("b_id")),
+                [{**row, "b_id": row["id"]} for row in existing],
             )
-            for event in self.events
+        if created:
+            self.connection.execute(insert(memory_table), created)
+        self.connection.execute(
+            insert(run_table),
+            {
+                "id": self.run_id,
+                "actor": self.actor,
+                "command": self.command,
+                "started_at": self.now,
+            },
         )
-        self.session.flush()
+        self.connection.execute(
+            insert(memory_event_table),
+            [
+                {
+                    "memory_id": memory_id,
+                    "memory_name": name,
+                    "operation": operation.value,
+                    "actor": self.actor,
+                    "run_id": self.run_id,
+                    "old_value": old,
+                    "new_value": new,
+                    "created_at": self.now,
+                }
+                for memory_id, name, operation, old, new in self.events
+            ],
+        )
+
+
+def vars_of(memory: MemoryRecord, columns: Iterable[str]) -> dict[str, Any]:
+    return {column: getattr(memory, column) for column in columns}
 
 
 class MemoryStore:
@@ -230,15 +273,15 @@ class MemoryStore:
     ) -> Iterator[WriteTransaction]:
         """One atomic unit of writes: everything in it commits together or not at all."""
         try:
-            with Session(self._writer, expire_on_commit=False) as session, session.begin():
+            with self._writer.begin() as connection:
                 tx = WriteTransaction(
-                    session,
+                    connection,
                     actor or self.actor,
-                    command if command is not None else self.command,
+                    self.command if command is None else command,
                     utc_now(),
                 )
                 yield tx
-                tx.flush_events()
+                tx.write()
         except OperationalError as error:
             raise StoreUnavailable(f"database {self.path} is unavailable: {error.orig}") from error
 
@@ -246,7 +289,7 @@ class MemoryStore:
 
     def create(
         self, name: str, type: str, description: str, body: str, extra: dict[str, Any] | None = None
-    ) -> Memory:
+    ) -> MemoryRecord:
         with self.transaction() as tx:
             return tx.create(name, type, description, body, extra)
 
@@ -259,57 +302,70 @@ class MemoryStore:
         description: str | None = None,
         body: str | None = None,
         extra: dict[str, Any] | None = None,
-    ) -> Memory:
+    ) -> MemoryRecord:
         with self.transaction() as tx:
-            memory = tx.get(name)
-            tx.update(
-                memory, name=new_name, type=type, description=description, body=body, extra=extra
+            return tx.update(
+                tx.get(name),
+                name=new_name,
+                type=type,
+                description=description,
+                body=body,
+                extra=extra,
             )
-            return memory
 
-    def delete(self, name: str) -> Memory:
+    def delete(self, name: str) -> MemoryRecord:
         with self.transaction() as tx:
-            memory = tx.get(name)
-            tx.delete(memory)
-            return memory
+            return tx.delete(tx.get(name))
 
-    def restore(self, name: str) -> Memory:
+    def restore(self, name: str) -> MemoryRecord:
         with self.transaction() as tx:
             return tx.restore(name)
 
     # -- reads ------------------------------------------------------------------------------
 
-    def find(self, name: str) -> Memory | None:
-        with Session(self.engine) as session:
-            return session.exec(
-                select(Memory).where(Memory.name == name, col(Memory.deleted_at).is_(None))
-            ).first()
+    def find(self, name: str) -> MemoryRecord | None:
+        with self.engine.connect() as connection:
+            row = (
+                connection.execute(select(memory_table).where(memory_table.c.name == name, _LIVE))
+                .mappings()
+                .first()
+            )
+        return None if row is None else _record(row)
 
-    def get(self, name: str) -> Memory:
+    def get(self, name: str) -> MemoryRecord:
         memory = self.find(name)
         if memory is None:
             raise MemoryNotFound(name)
         return memory
 
-    def memories(self, type: str | None = None) -> list[Memory]:
-        with Session(self.engine) as session:
-            query = select(Memory).where(col(Memory.deleted_at).is_(None))
-            if type is not None:
-                query = query.where(Memory.type == check_type(type))
-            return list(session.exec(query.order_by(Memory.name)))
+    def memories(self, type: str | None = None) -> list[MemoryRecord]:
+        """The live memories, by name."""
+        query = select(memory_table).where(_LIVE).order_by(memory_table.c.name)
+        if type is not None:
+            query = query.where(memory_table.c.type == check_type(type))
+        with self.engine.connect() as connection:
+            return [_record(row) for row in connection.execute(query).mappings()]
+
+    def memories_by_id(self, ids: Sequence[int]) -> list[MemoryRecord]:
+        found: list[MemoryRecord] = []
+        with self.engine.connect() as connection:
+            # In chunks: SQLite limits the number of bound parameters in one statement.
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                rows = connection.execute(select(memory_table).where(memory_table.c.id.in_(chunk)))
+                found.extend(_record(row) for row in rows.mappings())
+        return found
 
     def count(self) -> int:
-        with Session(self.engine) as session:
-            return session.exec(
-                select(func.count()).select_from(Memory).where(col(Memory.deleted_at).is_(None))
-            ).one()
+        with self.engine.connect() as connection:
+            return connection.execute(select(func.count()).where(_LIVE)).scalar_one()
 
     def history(self, name: str | None = None, limit: int | None = None) -> list[MemoryEvent]:
         """Events, oldest first; for a name, every event of any memory that ever had it."""
         with Session(self.engine) as session:
-            query = select(MemoryEvent)
+            query = orm_select(MemoryEvent)
             if name is not None:
-                ids = select(MemoryEvent.memory_id).where(MemoryEvent.memory_name == name)
+                ids = orm_select(MemoryEvent.memory_id).where(MemoryEvent.memory_name == name)
                 query = query.where(col(MemoryEvent.memory_id).in_(ids))
             query = query.order_by(col(MemoryEvent.id).desc())
             if limit is not None:
@@ -328,32 +384,37 @@ class MemoryStore:
         terms = query_terms(query)
         if not terms or limit <= 0:
             return []
-        hits = self._match(match_expression(terms), limit)
-        if not hits and len(terms) > 1:
-            hits = self._match(match_expression(terms, any_term=True), limit)
+        with self.engine.connect() as connection:
+            hits = self._match(connection, match_expression(terms), limit)
+            if not hits and len(terms) > 1:
+                hits = self._match(connection, match_expression(terms, any_term=True), limit)
         return hits
 
-    def _match(self, expression: str, limit: int) -> list[SearchHit]:
+    @staticmethod
+    def _match(connection: Connection, expression: str, limit: int) -> list[SearchHit]:
         weights = ", ".join(str(w) for w in BM25_WEIGHTS)
-        ranked = text(
-            f"SELECT rowid, bm25(memory_fts, {weights}) AS score FROM memory_fts "
-            "WHERE memory_fts MATCH :expression ORDER BY score LIMIT :limit"
+        # Rank inside the subquery, so that only `limit` rows are joined and read.
+        rows = connection.execute(
+            text(
+                "SELECT memory.*, ranked.score FROM ("
+                f"  SELECT rowid, bm25(memory_fts, {weights}) AS score FROM memory_fts"
+                "   WHERE memory_fts MATCH :expression ORDER BY score LIMIT :limit"
+                ") AS ranked JOIN memory ON memory.id = ranked.rowid ORDER BY ranked.score"
+            ).columns(*memory_table.c, score=Float),
+            {"expression": expression, "limit": limit},
         )
-        with Session(self.engine) as session:
-            result = session.connection().execute(
-                ranked, {"expression": expression, "limit": limit}
-            )
-            scores: dict[int, float] = {row[0]: row[1] for row in result}
-            memories = session.exec(select(Memory).where(col(Memory.id).in_(scores))).all()
-        ranked_memories = sorted(memories, key=lambda m: scores[m.id or 0])
-        return [SearchHit(m, -float(scores[m.id or 0])) for m in ranked_memories]
+        hits = []
+        for row in rows.mappings():
+            values = dict(row)
+            score = values.pop("score")
+            hits.append(SearchHit(MemoryRecord(**values), -float(score)))
+        return hits
 
     def index_text(self) -> str:
         """The MEMORY.md text for the live memories."""
-        with Session(self.engine) as session:
-            rows = session.exec(
-                select(Memory.name, Memory.type, Memory.description).where(
-                    col(Memory.deleted_at).is_(None)
-                )
-            ).all()
+        from memstore.files import IndexEntry, render_index  # yaml is not needed to list
+
+        columns = (memory_table.c.name, memory_table.c.type, memory_table.c.description)
+        with self.engine.connect() as connection:
+            rows = connection.execute(select(*columns).where(_LIVE)).all()
         return render_index(IndexEntry(*row) for row in rows)

@@ -149,8 +149,8 @@ def edit(
             fields = _edit_in_editor(store, name)
         with store.transaction() as tx:
             memory = tx.get(name)
-            changed = tx.update(memory, **fields)
-    _err(f"updated {memory.name}" if changed else f"no changes to {name}")
+            updated = tx.update(memory, **fields)
+    _err(f"updated {updated.name}" if updated is not memory else f"no changes to {name}")
 
 
 def _edit_in_editor(store: MemoryStore, name: str) -> dict[str, Any]:

@@ -8,10 +8,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from memstore.models import Memory, MemoryEvent
+from memstore.models import MemoryEvent, MemoryRecord
 
 
-def memory_as_dict(memory: Memory) -> dict[str, Any]:
+def memory_as_dict(memory: MemoryRecord) -> dict[str, Any]:
     return {
         "name": memory.name,
         "type": memory.type,
