@@ -58,13 +58,16 @@ class ImportReport:
     run_id: str | None = None
 
 
-def memory_paths(directory: Path) -> list[Path]:
-    """Markdown files below `directory`, sorted; hidden folders and index files left out."""
-    found: list[Path] = []
+def memory_paths(directory: Path) -> list[str]:
+    """Markdown files below `directory` as sorted relative paths; hidden folders and index
+    files left out."""
+    found: list[str] = []
     for root, folders, files in os.walk(directory):
-        folders[:] = sorted(f for f in folders if not f.startswith("."))
+        folders[:] = [f for f in folders if not f.startswith(".")]
+        prefix = os.path.relpath(root, directory)
+        prefix = "" if prefix == "." else prefix.replace(os.sep, "/") + "/"
         found.extend(
-            Path(root, f)
+            prefix + f
             for f in files
             if f.endswith(".md") and not f.startswith(".") and f != INDEX_FILE_NAME
         )
@@ -79,10 +82,9 @@ def read_folder(
     paths = memory_paths(directory)
     items: list[ImportItem] = []
     problems: list[FileProblem] = []
-    for done, path in enumerate(paths, 1):
-        relative = path.relative_to(directory).as_posix()
+    for done, relative in enumerate(paths, 1):
         try:
-            items.append(read_memory_file(path, relative, default_type))
+            items.append(read_memory_file(directory / relative, relative, default_type))
         except (UnreadableFile, InvalidMemory) as error:
             problems.append(FileProblem(relative, str(error)))
         if progress is not None:
@@ -93,12 +95,12 @@ def read_folder(
 
 def read_memory_file(path: Path, relative: str, default_type: str | None) -> ImportItem:
     try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise UnreadableFile(f"file is {size:,} bytes; the limit is {MAX_FILE_BYTES:,}")
-        raw = path.read_bytes()
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_FILE_BYTES + 1)
     except OSError as error:
         raise UnreadableFile(f"cannot read: {error.strerror or error}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise UnreadableFile(f"file is over the limit of {MAX_FILE_BYTES:,} bytes")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
