@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import JSON, Connection, Engine, Table, create_engine, event
 from sqlalchemy.exc import OperationalError
 
 from memstore.errors import QueryFailed, StoreUnavailable
@@ -47,11 +48,44 @@ def create_sqlite_engine(path: Path) -> Engine:
         f"sqlite:///{path}",
         connect_args={"timeout": BUSY_TIMEOUT_MS / 1000},
         # Readable in plain sqlite3: Chinese stays Chinese, not \u escapes.
-        json_serializer=lambda value: json.dumps(value, ensure_ascii=False),
+        json_serializer=_to_json,
     )
     event.listen(engine, "connect", _configure_connection)
     event.listen(engine, "begin", _begin)
     return engine
+
+
+# 500 rows of 10 columns stays far below SQLite's limit of 32,766 bound parameters.
+ROWS_PER_INSERT = 500
+
+
+def insert_rows(connection: Connection, table: Table, rows: Sequence[dict[str, Any]]) -> None:
+    """Insert many rows with multi-row INSERT statements.
+
+    Not executemany: SQLite runs the FTS trigger of a one-row statement in its own
+    savepoint, which makes FTS5 flush its buffer on every row (10,000 memories took 0.94 s
+    row by row, 0.42 s in statements of 500). The SQL is built here rather than by
+    SQLAlchemy, whose compiler costs more than SQLite itself for thousands of parameters.
+    """
+    if not rows:
+        return
+    columns = list(table.c.keys())
+    json_columns = {c.name for c in table.c if isinstance(c.type, JSON)}
+    one_row = "(" + ", ".join("?" * len(columns)) + ")"
+    for start in range(0, len(rows), ROWS_PER_INSERT):
+        chunk = rows[start : start + ROWS_PER_INSERT]
+        values: list[Any] = []
+        for row in chunk:
+            values.extend(_to_json(row[c]) if c in json_columns else row[c] for c in columns)
+        connection.exec_driver_sql(
+            f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES "
+            + ", ".join([one_row] * len(chunk)),
+            tuple(values),
+        )
+
+
+def _to_json(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False)
 
 
 def writer(engine: Engine) -> Engine:

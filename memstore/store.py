@@ -14,7 +14,7 @@ from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, col
 from sqlmodel import select as orm_select
 
-from memstore.db import open_database, writer
+from memstore.db import insert_rows, open_database, writer
 from memstore.errors import MemoryExists, MemoryNotFound, NothingToRestore, StoreUnavailable
 from memstore.models import (
     MemoryEvent,
@@ -215,8 +215,7 @@ class WriteTransaction:
                 update(memory_table).where(memory_table.c.id == bindparam("b_id")),
                 [{**row, "b_id": row["id"]} for row in existing],
             )
-        if created:
-            self.connection.execute(insert(memory_table), created)
+        insert_rows(self.connection, memory_table, created)
         self.connection.execute(
             insert(run_table),
             {
@@ -226,10 +225,12 @@ class WriteTransaction:
                 "started_at": self.now,
             },
         )
-        self.connection.execute(
-            insert(memory_event_table),
+        insert_rows(
+            self.connection,
+            memory_event_table,
             [
                 {
+                    "id": None,
                     "memory_id": memory_id,
                     "memory_name": name,
                     "operation": operation.value,
