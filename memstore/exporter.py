@@ -21,12 +21,11 @@ from memstore.db import writer
 from memstore.errors import ExportConflict
 from memstore.files import (
     INDEX_FILE_NAME,
-    IndexEntry,
     memory_file_name,
     render_index,
     render_memory_file,
 )
-from memstore.models import exported_file_table, memory_table, utc_now
+from memstore.models import MemorySummary, exported_file_table, memory_table, utc_now
 from memstore.store import MemoryStore
 
 
@@ -100,7 +99,7 @@ def export_memories(
             on_disk.get(file_name),
             force,
         )
-    index = render_index(IndexEntry(m.name, m.type, m.description) for m in memories).encode()
+    index = render_index(MemorySummary(m.name, m.type, m.description) for m in memories).encode()
     _plan_file(
         plan,
         directory,

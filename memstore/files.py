@@ -17,7 +17,7 @@ import frontmatter
 import yaml
 from frontmatter.default_handlers import YAMLHandler
 
-from memstore.models import MemoryRecord, MemoryType
+from memstore.models import MemoryRecord, MemorySummary, MemoryType
 from memstore.validation import normalize_newlines
 
 INDEX_FILE_NAME = "MEMORY.md"
@@ -173,14 +173,7 @@ def _json_safe(value: Any) -> Any:
     return str(value)
 
 
-@dataclass(frozen=True)
-class IndexEntry:
-    name: str
-    type: str
-    description: str
-
-
-def render_index(entries: Iterable[IndexEntry]) -> str:
+def render_index(entries: Iterable[MemorySummary]) -> str:
     """MEMORY.md: one line per memory, preferences first, at most 200 lines and 25,000 bytes."""
     ordered = sorted(entries, key=lambda e: (TYPE_ORDER.get(e.type, len(TYPE_ORDER)), e.name))
     lines = [_index_line(entry) for entry in ordered]
@@ -198,7 +191,7 @@ def render_index(entries: Iterable[IndexEntry]) -> str:
     return "".join(kept) + _omitted_note(len(lines) - len(kept))
 
 
-def _index_line(entry: IndexEntry) -> str:
+def _index_line(entry: MemorySummary) -> str:
     description = entry.description
     if len(description) > INDEX_DESCRIPTION_MAX:
         description = description[: INDEX_DESCRIPTION_MAX - 1].rstrip() + "…"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from sqlalchemy import JSON, Column, Index, Table, text
 from sqlmodel import Field, SQLModel
@@ -106,6 +106,14 @@ memory_table = cast(Table, SQLModel.metadata.tables["memory"])
 memory_event_table = cast(Table, SQLModel.metadata.tables["memory_event"])
 run_table = cast(Table, SQLModel.metadata.tables["run"])
 exported_file_table = cast(Table, SQLModel.metadata.tables["exported_file"])
+
+
+class MemorySummary(NamedTuple):
+    """What a listing or the index shows of a memory."""
+
+    name: str
+    type: str
+    description: str
 
 
 @dataclass(frozen=True, slots=True)

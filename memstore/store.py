@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Connection, Float, RowMapping, bindparam, func, insert, select, text, update
+from sqlalchemy import Connection, RowMapping, bindparam, func, insert, select, update
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, col
 from sqlmodel import select as orm_select
@@ -19,6 +21,7 @@ from memstore.errors import MemoryExists, MemoryNotFound, NothingToRestore, Stor
 from memstore.models import (
     MemoryEvent,
     MemoryRecord,
+    MemorySummary,
     Operation,
     Run,
     memory_event_table,
@@ -26,7 +29,7 @@ from memstore.models import (
     run_table,
     utc_now,
 )
-from memstore.search import BM25_WEIGHTS, match_expression, query_terms
+from memstore.search import match_expression, query_terms, ranked_matches
 from memstore.validation import check_body, check_description, check_name, check_type
 
 _LIVE = memory_table.c.deleted_at.is_(None)
@@ -385,37 +388,34 @@ class MemoryStore:
         terms = query_terms(query)
         if not terms or limit <= 0:
             return []
-        with self.engine.connect() as connection:
-            hits = self._match(connection, match_expression(terms), limit)
-            if not hits and len(terms) > 1:
-                hits = self._match(connection, match_expression(terms, any_term=True), limit)
+        columns = list(memory_table.c.keys())
+        pooled = self.engine.raw_connection()
+        try:
+            connection = cast(sqlite3.Connection, pooled.driver_connection)
+            rows = ranked_matches(connection, columns, match_expression(terms), limit)
+            if not rows and len(terms) > 1:
+                any_term = match_expression(terms, any_term=True)
+                rows = ranked_matches(connection, columns, any_term, limit)
+        finally:
+            pooled.close()  # back to the pool
+        hits = []
+        for *values, score in rows:
+            fields = dict(zip(columns, values, strict=True))
+            fields["extra"] = json.loads(fields["extra"])
+            hits.append(SearchHit(MemoryRecord(**fields), -float(score)))
         return hits
 
-    @staticmethod
-    def _match(connection: Connection, expression: str, limit: int) -> list[SearchHit]:
-        weights = ", ".join(str(w) for w in BM25_WEIGHTS)
-        # Rank inside the subquery, so that only `limit` rows are joined and read.
-        rows = connection.execute(
-            text(
-                "SELECT memory.*, ranked.score FROM ("
-                f"  SELECT rowid, bm25(memory_fts, {weights}) AS score FROM memory_fts"
-                "   WHERE memory_fts MATCH :expression ORDER BY score LIMIT :limit"
-                ") AS ranked JOIN memory ON memory.id = ranked.rowid ORDER BY ranked.score"
-            ).columns(*memory_table.c, score=Float),
-            {"expression": expression, "limit": limit},
-        )
-        hits = []
-        for row in rows.mappings():
-            values = dict(row)
-            score = values.pop("score")
-            hits.append(SearchHit(MemoryRecord(**values), -float(score)))
-        return hits
+    def summaries(self, type: str | None = None) -> list[MemorySummary]:
+        """Name, type and description of the live memories, by name: cheaper than memories()."""
+        columns = (memory_table.c.name, memory_table.c.type, memory_table.c.description)
+        query = select(*columns).where(_LIVE).order_by(memory_table.c.name)
+        if type is not None:
+            query = query.where(memory_table.c.type == check_type(type))
+        with self.engine.connect() as connection:
+            return [MemorySummary(*row) for row in connection.execute(query)]
 
     def index_text(self) -> str:
         """The MEMORY.md text for the live memories."""
-        from memstore.files import IndexEntry, render_index  # yaml is not needed to list
+        from memstore.files import render_index  # loads yaml, which listing does not need
 
-        columns = (memory_table.c.name, memory_table.c.type, memory_table.c.description)
-        with self.engine.connect() as connection:
-            rows = connection.execute(select(*columns).where(_LIVE)).all()
-        return render_index(IndexEntry(*row) for row in rows)
+        return render_index(self.summaries())

@@ -14,13 +14,13 @@ from memstore.exporter import export_memories
 from memstore.files import (
     INDEX_MAX_BYTES,
     INDEX_MAX_LINES,
-    IndexEntry,
     UnreadableFile,
     parse_memory_text,
     render_index,
     render_memory_file,
 )
 from memstore.importer import import_memories
+from memstore.models import MemorySummary
 from memstore.store import MemoryStore
 from memstore.validation import check_body, check_description
 
@@ -97,16 +97,16 @@ def test_timestamps_stay_as_written() -> None:
     assert parsed.metadata["modified"] == "2026-03-04T10:22:31.000Z"
 
 
-def entries(count: int, description: str = "a memory") -> list[IndexEntry]:
-    return [IndexEntry(f"memory-{i:04d}", "project", description) for i in range(count)]
+def entries(count: int, description: str = "a memory") -> list[MemorySummary]:
+    return [MemorySummary(f"memory-{i:04d}", "project", description) for i in range(count)]
 
 
 def test_index_lines_and_order() -> None:
     text = render_index(
         [
-            IndexEntry("zeta", "project", "z"),
-            IndexEntry("alpha", "reference", "a"),
-            IndexEntry("mine", "user", "u"),
+            MemorySummary("zeta", "project", "z"),
+            MemorySummary("alpha", "reference", "a"),
+            MemorySummary("mine", "user", "u"),
         ]
     )
     assert text == ("- [mine](mine.md) — u\n- [zeta](zeta.md) — z\n- [alpha](alpha.md) — a\n")

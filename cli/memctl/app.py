@@ -4,8 +4,6 @@ Commands stay thin: they parse options, call memstore, and render. Errors a user
 are MemstoreError subclasses, rendered once in main() as one line on stderr, exit code 1.
 """
 
-from __future__ import annotations
-
 import os
 import shlex
 import subprocess
@@ -81,13 +79,12 @@ def list_memories(
 ) -> None:
     """List the memories."""
     with _store() as store:
-        memories = store.memories(type.value if type else None)
-    if json:
-        print_json([memory_as_dict(m) for m in memories])
-    elif memories:
-        print_table(
-            ["NAME", "TYPE", "DESCRIPTION"], [(m.name, m.type, m.description) for m in memories]
-        )
+        if json:
+            print_json([memory_as_dict(m) for m in store.memories(type.value if type else None)])
+            return
+        summaries = store.summaries(type.value if type else None)
+    if summaries:
+        print_table(["NAME", "TYPE", "DESCRIPTION"], summaries)
     else:
         _err("no memories yet: add one with 'memctl add' or bring a folder in with 'memctl import'")
 
