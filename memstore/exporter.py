@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Row, bindparam, delete, insert, select
+from sqlalchemy import Row, bindparam, delete, select
 
-from memstore.db import writer
+from memstore.db import insert_rows, writer
 from memstore.errors import ExportConflict
 from memstore.files import (
     INDEX_FILE_NAME,
@@ -131,7 +131,7 @@ def export_memories(
     for file_name in plan.adopted:
         stats[file_name] = on_disk[file_name]
     contents = {**plan.adopted, **plan.writes}
-    _record_export(store, key, contents, stats, plan.removals, targets)
+    _record_export(store, key, contents, stats, plan.removals, targets, records)
     return ExportResult(
         directory,
         ordered,
@@ -175,35 +175,38 @@ def _record_export(
     stats: dict[str, os.stat_result],
     removals: list[str],
     targets: dict[str, Any],
+    records: dict[str, Row[Any]],
 ) -> None:
     if not contents and not removals:
         return
     now = utc_now()
     table = exported_file_table
     with writer(store.engine).begin() as connection:
-        connection.execute(
-            delete(table).where(
-                table.c.directory == bindparam("key"), table.c.file_name == bindparam("name")
-            ),
-            [{"key": key, "name": name} for name in [*removals, *contents]],
-        )
-        if contents:
+        stale = [name for name in [*removals, *contents] if name in records]
+        if stale:
             connection.execute(
-                insert(table),
-                [
-                    {
-                        "directory": key,
-                        "file_name": name,
-                        "memory_id": targets[name].id if name in targets else None,
-                        "memory_version": targets[name].version if name in targets else None,
-                        "sha256": _sha256(content),
-                        "size": stats[name].st_size,
-                        "mtime_ns": stats[name].st_mtime_ns,
-                        "exported_at": now,
-                    }
-                    for name, content in contents.items()
-                ],
+                delete(table).where(
+                    table.c.directory == bindparam("key"), table.c.file_name == bindparam("name")
+                ),
+                [{"key": key, "name": name} for name in stale],
             )
+        insert_rows(
+            connection,
+            table,
+            [
+                {
+                    "directory": key,
+                    "file_name": name,
+                    "memory_id": targets[name].id if name in targets else None,
+                    "memory_version": targets[name].version if name in targets else None,
+                    "sha256": _sha256(content),
+                    "size": stats[name].st_size,
+                    "mtime_ns": stats[name].st_mtime_ns,
+                    "exported_at": now,
+                }
+                for name, content in contents.items()
+            ],
+        )
 
 
 def _write_atomically(path: Path, content: bytes) -> os.stat_result:
