@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -15,6 +16,8 @@ from memstore.files import (
     INDEX_MAX_BYTES,
     INDEX_MAX_LINES,
     UnreadableFile,
+    _read_plain_frontmatter,
+    _TextLoader,
     parse_memory_text,
     render_index,
     render_memory_file,
@@ -178,3 +181,17 @@ def test_round_trip_export_import_export_is_byte_identical(
     assert imported.body == check_body(body)
     for name in ("round-trip.md", "MEMORY.md"):
         assert (case / "one" / name).read_bytes() == (case / "two" / name).read_bytes()
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    value=st.text(min_size=1, max_size=40)
+    | st.sampled_from(
+        ["yes", "No", "~", "null", "1e3", "0x1F", "2026-01-01", "a: b", "a:b", "=", "<<"]
+    )
+)
+def test_plain_frontmatter_reading_agrees_with_yaml(value: str) -> None:
+    front = f"name: x\ndescription: {value}"
+    fast = _read_plain_frontmatter(front)
+    if fast is not None:
+        assert fast == yaml.load(front, Loader=_TextLoader)
