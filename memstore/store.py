@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
-import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -60,7 +60,7 @@ class WriteTransaction:
     actor: str
     command: str
     now: str
-    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    run_id: str = field(default_factory=lambda: os.urandom(16).hex())  # 128 random bits, as uuid4
     events: list[tuple[int, str, Operation, dict[str, Any] | None, dict[str, Any] | None]] = field(
         default_factory=list
     )

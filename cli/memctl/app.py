@@ -6,9 +6,7 @@ are MemstoreError subclasses, rendered once in main() as one line on stderr, exi
 
 import os
 import shlex
-import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -151,6 +149,9 @@ def edit(
 
 
 def _edit_in_editor(store: MemoryStore, name: str) -> dict[str, Any]:
+    import subprocess
+    import tempfile
+
     from memstore.files import UnreadableFile, parse_memory_text, render_memory_file
 
     memory = store.get(name)

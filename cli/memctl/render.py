@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import shutil
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -48,7 +48,7 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     for row in cells:
         for i, value in enumerate(row[:-1]):
             widths[i] = min(max(widths[i], len(value)), 60)
-    limit = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    limit = os.get_terminal_size().columns if sys.stdout.isatty() else None
     lines = [_line(headers, widths)] + [_line(row, widths) for row in cells]
     out = "\n".join(line[:limit] if limit else line for line in lines)
     sys.stdout.write(out + "\n")
