@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import MemctlRunner, write
 
 from memstore.errors import ImportRejected, InvalidMemory
 from memstore.exporter import export_memories
 from memstore.importer import MAX_FILE_BYTES, import_memories
 from memstore.store import MemoryStore
 from memstore.validation import NAME_PATTERN, check_name
+from tests.conftest import MemctlRunner, write
 
 # -- helpers ------------------------------------------------------------------------------------
 
