@@ -16,10 +16,11 @@ from sqlalchemy import JSON, Connection, Engine, Table, create_engine, event
 from sqlalchemy.exc import OperationalError
 
 from memstore.errors import QueryFailed, StoreUnavailable
+from memstore.search import segment
 
 # Head of migrations/versions; tests check that it matches the Alembic script directory.
 # Comparing against it lets an up-to-date database open without importing Alembic.
-SCHEMA_HEAD = "0001"
+SCHEMA_HEAD = "0002"
 VERSION_TABLE = "memstore_alembic_version"
 BUSY_TIMEOUT_MS = 15_000
 
@@ -34,6 +35,12 @@ def _configure_connection(dbapi_connection: sqlite3.Connection, _record: Any) ->
     cursor.execute("PRAGMA synchronous = NORMAL")
     cursor.execute("PRAGMA foreign_keys = ON")
     cursor.close()
+    register_functions(dbapi_connection)
+
+
+def register_functions(connection: sqlite3.Connection) -> None:
+    """SQL functions the schema relies on: the FTS triggers segment text with this one."""
+    connection.create_function("memstore_segment", 1, segment, deterministic=True)
 
 
 def _begin(connection: Any) -> None:
@@ -127,6 +134,7 @@ def read_only_query(path: Path, sql: str) -> tuple[list[str], list[tuple[Any, ..
     connection = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
     try:
         connection.execute("PRAGMA query_only = ON")
+        register_functions(connection)
         cursor = connection.execute(sql)
         columns = [d[0] for d in cursor.description or []]
         return columns, cursor.fetchall()

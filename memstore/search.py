@@ -20,7 +20,7 @@ _WORD = re.compile(r"(\w+)(\*?)")
 def query_terms(text: str) -> list[str]:
     """Quoted FTS5 terms for each distinct word of `text`, in order (at most MAX_TERMS)."""
     terms: list[str] = []
-    for match in _WORD.finditer(text):
+    for match in _WORD.finditer(segment(text)):
         word, star = match.groups()
         term = '"' + word.lower().replace('"', '""') + '"' + star
         if term not in terms:
@@ -51,3 +51,26 @@ def ranked_matches(
         ") AS ranked JOIN memory ON memory.id = ranked.rowid ORDER BY ranked.score",
         (expression, limit),
     ).fetchall()
+
+
+# -- recall: segmentation and query terms --------------------------------------------------
+
+# Han characters (CJK unified ideographs, extensions A-B and compatibility ideographs).
+_HAN_RUN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002a6df]+")
+
+
+def segment(text: str) -> str:
+    """Text as the FTS index sees it: each run of Han characters becomes its overlapping
+    bigrams, so that a two-character word (部署, 缩进) matches inside a longer run
+    (自动部署流程). A lone character stays as it is. Latin text is left to FTS5 (porter).
+
+    Registered as the SQL function memstore_segment, which the FTS triggers call.
+    """
+    return _HAN_RUN.sub(_bigrams, text)
+
+
+def _bigrams(match: re.Match[str]) -> str:
+    run = match.group()
+    if len(run) == 1:
+        return f" {run} "
+    return " " + " ".join(run[i : i + 2] for i in range(len(run) - 1)) + " "

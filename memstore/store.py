@@ -388,14 +388,17 @@ class MemoryStore:
         terms = query_terms(query)
         if not terms or limit <= 0:
             return []
+        return self._ranked(match_expression(terms), match_expression(terms, any_term=True), limit)
+
+    def _ranked(self, expression: str, fallback: str | None, limit: int) -> list[SearchHit]:
+        """Hits for `expression`; for `fallback` when there are none."""
         columns = list(memory_table.c.keys())
         pooled = self.engine.raw_connection()
         try:
             connection = cast(sqlite3.Connection, pooled.driver_connection)
-            rows = ranked_matches(connection, columns, match_expression(terms), limit)
-            if not rows and len(terms) > 1:
-                any_term = match_expression(terms, any_term=True)
-                rows = ranked_matches(connection, columns, any_term, limit)
+            rows = ranked_matches(connection, columns, expression, limit)
+            if not rows and fallback is not None and fallback != expression:
+                rows = ranked_matches(connection, columns, fallback, limit)
         finally:
             pooled.close()  # back to the pool
         hits = []
@@ -404,6 +407,10 @@ class MemoryStore:
             fields["extra"] = json.loads(fields["extra"])
             hits.append(SearchHit(MemoryRecord(**fields), -float(score)))
         return hits
+
+    def rank(self, terms: list[str], limit: int) -> list[SearchHit]:
+        """Live memories matching any of the quoted FTS5 `terms`, best first (bm25)."""
+        return self._ranked(match_expression(terms, any_term=True), None, limit)
 
     def summaries(self, type: str | None = None) -> list[MemorySummary]:
         """Name, type and description of the live memories, by name: cheaper than memories()."""

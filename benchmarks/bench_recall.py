@@ -1,0 +1,176 @@
+"""Recall quality and speed of the keyword path, with the seed's substring method side by side.
+
+Not a test: it prints figures. The evaluation sets are read from ../shared/eval (recall_dev, and
+locomo_dev, whose licence keeps it out of this repository); each is imported through the real
+import path into a fresh store.
+
+    .venv/bin/python benchmarks/bench_recall.py            # quality, and latency up to 100,000
+    .venv/bin/python benchmarks/bench_recall.py --quick    # latency up to 10,000 only
+    .venv/bin/python benchmarks/bench_recall.py --per-query recall_dev   # each query's picks
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from memstore.importer import import_memories
+from memstore.recall import keyword_recall, recent_user_text
+from memstore.store import MemoryStore
+
+EVAL = Path(__file__).resolve().parents[2] / "shared" / "eval"
+K = 5
+
+Method = Callable[[MemoryStore, list[dict[str, str]]], list[str]]
+
+
+def memstore_keyword(store: MemoryStore, messages: list[dict[str, str]]) -> list[str]:
+    return [hit.memory.name for hit in keyword_recall(store, recent_user_text(messages), K)]
+
+
+def seed_substring(store: MemoryStore, messages: list[dict[str, str]]) -> list[str]:
+    """The seed's fallback: words longer than 3 characters, split on spaces, as substrings of
+    name + description, memories in file-name order, the first 5 that match."""
+    words = [w.lower() for w in " ".join(m["content"] for m in messages).split() if len(w) > 3]
+    picked = []
+    for memory in store.memories():
+        text = f"{memory.name} {memory.description}".lower()
+        if any(word in text for word in words):
+            picked.append(memory.name)
+            if len(picked) == K:
+                break
+    return picked
+
+
+METHODS: dict[str, Method] = {"memstore": memstore_keyword, "seed": seed_substring}
+
+
+def load_queries(path: Path) -> list[dict]:
+    return [
+        json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
+
+
+def scores(picked: list[str], relevant: list[str]) -> dict[str, float]:
+    gold = set(relevant)
+    hits = [name in gold for name in picked[:K]]
+    first = next((i for i, hit in enumerate(hits, 1) if hit), None)
+    return {
+        "P@5": sum(hits) / K,
+        "R@5": sum(hits) / len(gold),
+        "MRR": 1 / first if first else 0.0,
+        "hit@5": 1.0 if first else 0.0,
+    }
+
+
+def summary(rows: list[tuple[dict, list[str]]]) -> str:
+    answerable = [(q, p) for q, p in rows if q["relevant"]]
+    unanswerable = [p for q, p in rows if not q["relevant"]]
+    parts = [f"n={len(rows):<4}"]
+    if answerable:
+        per_query = [scores(p, q["relevant"]) for q, p in answerable]
+        for metric in ("P@5", "R@5", "MRR", "hit@5"):
+            parts.append(f"{metric} {statistics.mean(s[metric] for s in per_query):.3f}")
+    if unanswerable:
+        empty = sum(1 for p in unanswerable if not p) / len(unanswerable)
+        parts.append(f"empty on no-answer {empty:.0%} of {len(unanswerable)}")
+    returned = statistics.mean(len(p) for _, p in rows)
+    parts.append(f"avg returned {returned:.1f}")
+    return "  ".join(parts)
+
+
+def run_set(label: str, stores: list[tuple[Path, Path]], per_query: bool) -> None:
+    """`stores`: (memories folder, queries.jsonl) pairs, each imported into its own store."""
+    results: dict[str, list[tuple[dict, list[str]]]] = {m: [] for m in METHODS}
+    with tempfile.TemporaryDirectory() as work:
+        for i, (memories, queries_path) in enumerate(stores):
+            with MemoryStore(Path(work) / f"{i}.db") as store:
+                import_memories(store, memories)
+                for query in load_queries(queries_path):
+                    messages = [{"role": "user", "content": m} for m in query["messages"]]
+                    for name, method in METHODS.items():
+                        picked = method(store, messages)
+                        results[name].append((query, picked))
+                        if per_query and name == "memstore":
+                            mark = "ok " if set(picked) & set(query["relevant"]) else "-- "
+                            if not query["relevant"]:
+                                mark = "ok " if not picked else "!! "
+                            print(
+                                f"{mark}{query['id']} [{query['kind']}] {query['messages'][-1][:70]!r}"
+                            )
+                            print(f"      got {picked}\n     gold {query['relevant']}")
+    print(f"\n== {label}")
+    for name, rows in results.items():
+        print(f"  {name:9} all       {summary(rows)}")
+        for key in ("lang", "kind"):
+            for value in sorted({q[key] for q, _ in rows}):
+                subset = [(q, p) for q, p in rows if q[key] == value]
+                print(f"  {name:9} {value:9} {summary(subset)}")
+
+
+def synthetic_store(path: Path, count: int, vocabulary: list[str]) -> MemoryStore:
+    rng = random.Random(count)
+    store = MemoryStore(path)
+    with store.transaction() as tx:
+        for i in range(count):
+            words = rng.choices(vocabulary, k=40)
+            tx.create(f"memory-{i}", rng.choice(["user", "feedback", "project", "reference"]),
+                      " ".join(words[:10]), " ".join(words[10:]))  # fmt: skip
+    return store
+
+
+def bench_latency(sizes: list[int]) -> None:
+    recall_dev = EVAL / "recall_dev"
+    queries = load_queries(recall_dev / "queries.jsonl")
+    texts = [
+        recent_user_text([{"role": "user", "content": m} for m in q["messages"]]) for q in queries
+    ]
+    vocabulary = sorted(
+        {w for p in (recall_dev / "memories").glob("*.md") for w in p.read_text().split()}
+    )
+    print("\n== keyword recall latency (recall_dev queries over synthetic memories)")
+    with tempfile.TemporaryDirectory() as work:
+        for size in sizes:
+            with synthetic_store(Path(work) / f"{size}.db", size, vocabulary) as store:
+                for text in texts[:10]:
+                    keyword_recall(store, text)  # warm the cache
+                timings = []
+                for _ in range(3):
+                    for text in texts:
+                        start = time.perf_counter()
+                        keyword_recall(store, text)
+                        timings.append((time.perf_counter() - start) * 1000)
+            timings.sort()
+            p50, p95 = timings[len(timings) // 2], timings[int(len(timings) * 0.95)]
+            print(f"  {size:>7,} memories: p50 {p50:.2f} ms  p95 {p95:.2f} ms")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="latency up to 10,000 memories")
+    parser.add_argument("--per-query", metavar="SET", help="print each query of this set")
+    parser.add_argument("--no-latency", action="store_true")
+    args = parser.parse_args()
+    run_set(
+        "recall_dev",
+        [(EVAL / "recall_dev" / "memories", EVAL / "recall_dev" / "queries.jsonl")],
+        args.per_query == "recall_dev",
+    )
+    conversations = sorted(p for p in (EVAL / "locomo_dev").glob("conv-*") if p.is_dir())
+    run_set(
+        "locomo_dev",
+        [(c / "memories", c / "queries.jsonl") for c in conversations],
+        args.per_query == "locomo_dev",
+    )
+    if not args.no_latency:
+        bench_latency([1_000, 10_000] if args.quick else [1_000, 10_000, 100_000])
+
+
+if __name__ == "__main__":
+    main()
