@@ -38,7 +38,8 @@ def _create_index(source_view: str, wrap: str) -> None:
     op.execute(
         "CREATE TRIGGER memory_fts_after_insert AFTER INSERT ON memory "
         "WHEN new.deleted_at IS NULL BEGIN "
-        f"INSERT INTO memory_fts (rowid, name, description, body) VALUES (new.id, {values('new')}); "
+        "INSERT INTO memory_fts (rowid, name, description, body) "
+        f"VALUES (new.id, {values('new')}); "
         "END"
     )
     op.execute(
