@@ -101,9 +101,8 @@ def run_set(label: str, stores: list[tuple[Path, Path]], per_query: bool) -> Non
                             mark = "ok " if set(picked) & set(query["relevant"]) else "-- "
                             if not query["relevant"]:
                                 mark = "ok " if not picked else "!! "
-                            print(
-                                f"{mark}{query['id']} [{query['kind']}] {query['messages'][-1][:70]!r}"
-                            )
+                            turn = query["messages"][-1][:70]
+                            print(f"{mark}{query['id']} [{query['kind']}] {turn!r}")
                             print(f"      got {picked}\n     gold {query['relevant']}")
     print(f"\n== {label}")
     for name, rows in results.items():
