@@ -1,5 +1,9 @@
 """Recall: pick the few memories that matter for this turn, and inject them.
 
+The model path shows the model a catalog (`i: name — description`) and the recent user text,
+and asks for a JSON array of indices. Any failure (no client, no network, an error status,
+a reply that is not such an array) falls back to the keyword path, and the reason is logged.
+
 The keyword path (no model) ranks memories with FTS5/bm25 over segmented text: English words
 are stemmed (porter), Han text is split into overlapping bigrams, stopwords are dropped, and
 a relevance floor keeps one common word from dragging in unrelated memories.
@@ -7,13 +11,23 @@ a relevance floor keeps one common word from dragging in unrelated memories.
 
 from __future__ import annotations
 
+import json
+import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
+from memstore.llm import ModelUnavailable, ask_text, small_model_name
+from memstore.models import MemoryRecord
 from memstore.search import query_terms
 from memstore.store import MemoryStore, SearchHit
+
+if TYPE_CHECKING:
+    from anthropic import Anthropic
+
+log = logging.getLogger(__name__)
 
 RECENT_USER_TURNS = 3
 RECENT_TEXT_MAX_CHARS = 2_000
@@ -88,15 +102,163 @@ def recall_terms(text: str) -> list[str]:
     return kept
 
 
-@dataclass(frozen=True)
-class KeywordMatch:
-    name: str
-    score: float
-
-
 def keyword_recall(store: MemoryStore, text: str, limit: int = 5) -> list[SearchHit]:
     """Memories ranked by bm25 over any of the text's terms, best first."""
     terms = recall_terms(text)
     if not terms:
         return []
     return store.rank(terms, limit)
+
+
+MEMORY_MAX_BYTES = 4_096
+BLOCK_MAX_BYTES = 16_384
+SELECTION_MAX_TOKENS = 64
+SELECTION_SYSTEM = (
+    "You choose which saved memories a coding agent should see before answering the user. "
+    "Reply with a JSON array of the indices of the memories that are clearly useful for the "
+    "user's latest messages, most useful first, for example [3, 0]. Reply [] when none is. "
+    "Reply with the array only."
+)
+
+
+@dataclass
+class Recall:
+    """What recall chose for a turn, and how."""
+
+    names: list[str]
+    path: str  # "model", "keyword", or "none" when there was nothing to recall from
+    # Keyword path: bm25 score of each name. Model path: empty.
+    scores: dict[str, float] = field(default_factory=dict)
+    # Why the keyword path was taken, or why nothing was recalled.
+    reason: str = ""
+
+
+def recall(
+    messages: Sequence[Mapping[str, Any]],
+    max_items: int = 5,
+    *,
+    store: MemoryStore,
+    client: Anthropic | None = None,
+) -> Recall:
+    text = recent_user_text(messages)
+    if not text:
+        return Recall([], "none", reason="no recent user text")
+    catalog = store.summaries()
+    if not catalog:
+        return Recall([], "none", reason="no memories")
+    reason = "offline"
+    if client is not None:
+        try:
+            reply = ask_text(
+                client,
+                model=small_model_name(),
+                system=SELECTION_SYSTEM,
+                prompt=selection_prompt(text, [(m.name, m.description) for m in catalog]),
+                max_tokens=SELECTION_MAX_TOKENS,
+            )
+            indices = parse_indices(reply, len(catalog), max_items)
+            return Recall([catalog[i].name for i in indices], "model")
+        except ModelUnavailable as error:
+            reason = str(error)
+        except ValueError as error:
+            reason = f"unusable model reply: {error}"
+        log.warning("recall: model selection failed (%s); using keyword recall", reason)
+    hits = keyword_recall(store, text, max_items)
+    return Recall(
+        [h.memory.name for h in hits], "keyword", {h.memory.name: h.score for h in hits}, reason
+    )
+
+
+def select_relevant_memories(
+    messages: Sequence[Mapping[str, Any]],
+    max_items: int = 5,
+    *,
+    store: MemoryStore,
+    client: Anthropic | None = None,
+) -> list[str]:
+    """Names of the memories that matter for this turn, best first (the seed's API)."""
+    return recall(messages, max_items, store=store, client=client).names
+
+
+def selection_prompt(text: str, catalog: Sequence[tuple[str, str]]) -> str:
+    lines = "\n".join(
+        f"{i}: {name} — {description}" for i, (name, description) in enumerate(catalog)
+    )
+    return f"Recent user messages:\n{text}\n\nMemories:\n{lines}"
+
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
+_ARRAY = re.compile(r"\[[^\[\]]*\]")
+
+
+def parse_indices(reply: str, count: int, max_items: int) -> list[int]:
+    """Indices from the model's reply: the first JSON array in it (inside a code fence or
+    prose too), keeping in-range integers once each, at most `max_items`."""
+    fenced = _FENCE.search(reply)
+    candidates = ([fenced.group(1)] if fenced else []) + [reply]
+    for candidate in candidates:
+        for match in _ARRAY.finditer(candidate):
+            try:
+                values = json.loads(match.group())
+            except json.JSONDecodeError:
+                continue
+            picked: list[int] = []
+            for value in values:
+                is_index = isinstance(value, int) and not isinstance(value, bool)
+                if is_index and 0 <= value < count and value not in picked:
+                    picked.append(value)
+            return picked[:max_items]
+    raise ValueError(f"no JSON array in {reply[:80]!r}")
+
+
+def load_memories(
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    store: MemoryStore,
+    client: Anthropic | None = None,
+    max_items: int = 5,
+) -> str:
+    """The <relevant_memories> block for this turn ("" when nothing is relevant)."""
+    names = select_relevant_memories(messages, max_items, store=store, client=client)
+    memories = [m for m in (store.find(name) for name in names) if m is not None]
+    return memories_block(memories)
+
+
+def memories_block(memories: Sequence[MemoryRecord], now: datetime | None = None) -> str:
+    from memstore.files import render_memory_file
+
+    if not memories:
+        return ""
+    now = now or datetime.now(UTC)
+    parts: list[str] = []
+    size = 0
+    for shown, memory in enumerate(memories):
+        part = _with_age(memory, now) + _cut(render_memory_file(memory), MEMORY_MAX_BYTES)
+        part_size = len(part.encode())
+        if size + part_size > BLOCK_MAX_BYTES:
+            left = len(memories) - shown
+            parts.append(
+                f"[{left} more relevant memories left out: "
+                f"this block is capped at {BLOCK_MAX_BYTES:,} bytes]\n"
+            )
+            break
+        parts.append(part)
+        size += part_size
+    return "<relevant_memories>\n" + "\n".join(parts) + "</relevant_memories>"
+
+
+def _with_age(memory: MemoryRecord, now: datetime) -> str:
+    saved = datetime.strptime(memory.updated_at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    days = (now - saved).days
+    if days < 1:
+        return ""
+    unit = "day" if days == 1 else "days"
+    return f"(saved {days} {unit} ago — verify against the current code before relying on it)\n"
+
+
+def _cut(text: str, limit: int) -> str:
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    kept = data[:limit].decode("utf-8", "ignore")
+    return f"{kept}\n[cut: this memory is {len(data):,} bytes; the first {limit:,} are shown]\n"

@@ -7,10 +7,15 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from memstore.store import MemoryStore
+from tests.anthropic_server import AnthropicServer, serve
+
+if TYPE_CHECKING:
+    from anthropic import Anthropic
 
 MemctlRunner = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -51,3 +56,19 @@ def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
+
+
+@pytest.fixture
+def anthropic_server() -> Iterator[AnthropicServer]:
+    """A scripted Anthropic-compatible server on 127.0.0.1 (see tests/anthropic_server.py)."""
+    yield from serve()
+
+
+@pytest.fixture
+def client(anthropic_server: AnthropicServer) -> Anthropic:
+    """The real anthropic client, pointed at the scripted server."""
+    from memstore.llm import make_client
+
+    made = make_client(api_key="test-key", base_url=anthropic_server.url)
+    assert made is not None
+    return made

@@ -4,6 +4,7 @@ Commands stay thin: they parse options, call memstore, and render. Errors a user
 are MemstoreError subclasses, rendered once in main() as one line on stderr, exit code 1.
 """
 
+import logging
 import os
 import shlex
 import sys
@@ -221,6 +222,57 @@ def search(
         _err(f"no memory matches {query!r}")
 
 
+@app.command("recall")
+def recall_command(
+    text: str,
+    offline: Annotated[
+        bool, typer.Option("--offline", help="Keyword recall only; do not ask the model.")
+    ] = False,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="At most N memories.")] = 5,
+    json: JsonOption = False,
+) -> None:
+    """Which memories the agent would be shown for TEXT, by which path, and why."""
+    from memstore.llm import make_client
+    from memstore.recall import recall
+
+    client = None if offline else make_client()
+    with _store() as store:
+        result = recall([{"role": "user", "content": text}], limit, store=store, client=client)
+        memories = {name: store.find(name) for name in result.names}
+    if client is None and not offline and result.path == "keyword":
+        result.reason = "no ANTHROPIC_API_KEY set"
+    if json:
+        print_json(
+            {
+                "path": result.path,
+                "reason": result.reason,
+                "memories": [
+                    {
+                        "name": n,
+                        "score": result.scores.get(n),
+                        "description": m.description if m else "",
+                    }
+                    for n, m in memories.items()
+                ],
+            }
+        )
+        return
+    why = f" ({result.reason})" if result.reason else ""
+    _err(f"{result.path} recall{why}: {len(result.names)} memories")
+    if result.names:
+        print_table(
+            ["NAME", "SCORE", "DESCRIPTION"],
+            [
+                (
+                    n,
+                    f"{result.scores[n]:.2f}" if n in result.scores else "",
+                    m.description if m else "",
+                )
+                for n, m in memories.items()
+            ],
+        )
+
+
 @app.command()
 def history(
     name: Annotated[
@@ -353,6 +405,7 @@ def path() -> None:
 
 
 def main() -> None:
+    logging.basicConfig(format="memctl: %(message)s", level=logging.WARNING)
     try:
         app()
     except MemstoreError as error:

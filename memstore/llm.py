@@ -1,0 +1,92 @@
+"""The one place that talks to the model, through the anthropic SDK (imported lazily).
+
+A model-facing path never trusts or depends on the model: every call here either returns
+the reply's text or raises ModelUnavailable with a one-line reason, and callers fall back.
+Tests point the real client (ANTHROPIC_BASE_URL or base_url) at a scripted local server.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from memstore.errors import MemstoreError
+
+if TYPE_CHECKING:
+    from anthropic import Anthropic
+
+DEFAULT_MODEL = "claude-sonnet-4-5"
+DEFAULT_SMALL_MODEL = "claude-haiku-4-5"
+
+
+class ModelUnavailable(MemstoreError):
+    """The model could not be asked, or did not answer usably; the reason is the message."""
+
+
+def model_name() -> str:
+    return os.environ.get("MEMSTORE_MODEL") or DEFAULT_MODEL
+
+
+def small_model_name() -> str:
+    """The model for selection and extraction: cheap, quick calls."""
+    return os.environ.get("MEMSTORE_SMALL_MODEL") or DEFAULT_SMALL_MODEL
+
+
+def make_client(*, api_key: str | None = None, base_url: str | None = None) -> Anthropic | None:
+    """A client from the arguments or the environment; None when there is no credential."""
+    api_key = api_key or os.environ.get("ANTHROPIC_API_KEY")
+    if not api_key and not os.environ.get("ANTHROPIC_AUTH_TOKEN"):
+        return None
+    from anthropic import Anthropic
+
+    return Anthropic(
+        api_key=api_key,
+        base_url=base_url or os.environ.get("ANTHROPIC_BASE_URL") or None,
+        timeout=60.0,
+        max_retries=2,
+    )
+
+
+def ask_text(
+    client: Anthropic,
+    *,
+    model: str,
+    system: str,
+    prompt: str,
+    max_tokens: int,
+    timeout: float = 15.0,
+    max_retries: int = 0,
+) -> str:
+    """The text of the model's reply to one user prompt."""
+    import anthropic
+
+    try:
+        reply: Any = client.with_options(timeout=timeout, max_retries=max_retries).messages.create(
+            model=model,
+            max_tokens=max_tokens,
+            system=system,
+            messages=[{"role": "user", "content": prompt}],
+        )
+    except anthropic.APITimeoutError:
+        raise ModelUnavailable(f"the model did not answer within {timeout:g} s") from None
+    except anthropic.APIConnectionError as error:
+        raise ModelUnavailable(f"cannot reach the model API: {error}") from None
+    except anthropic.APIStatusError as error:
+        raise ModelUnavailable(
+            f"the model API answered {error.status_code}: {_message(error)}"
+        ) from None
+    except anthropic.AnthropicError as error:
+        raise ModelUnavailable(f"model call failed: {error}") from None
+    texts = [block.text for block in reply.content if getattr(block, "type", None) == "text"]
+    if not texts:
+        raise ModelUnavailable("the model's reply has no text")
+    return "".join(texts)
+
+
+def _message(error: Any) -> str:
+    body = getattr(error, "body", None)
+    if isinstance(body, dict):
+        detail = body.get("error")
+        if isinstance(detail, dict) and detail.get("message"):
+            return str(detail["message"])
+    return str(getattr(error, "message", error))

@@ -1,0 +1,258 @@
+"""Recall: the model path through the real anthropic client against a scripted local server,
+every fallback, the keyword path, and the injected block."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from anthropic import Anthropic
+
+from memstore.llm import make_client
+from memstore.models import MemoryRecord
+from memstore.recall import (
+    BLOCK_MAX_BYTES,
+    load_memories,
+    memories_block,
+    parse_indices,
+    recall,
+    recent_user_text,
+    select_relevant_memories,
+)
+from memstore.store import MemoryStore
+from tests.anthropic_server import AnthropicServer, error_reply, slow_reply, text_reply
+from tests.conftest import MemctlRunner
+
+
+@pytest.fixture
+def filled(store: MemoryStore) -> MemoryStore:
+    with store.transaction() as tx:
+        tx.create(
+            "user-python-style",
+            "user",
+            "User wants 4-space indentation, never tabs",
+            "Use 4 spaces.",
+        )
+        tx.create(
+            "project-deploy",
+            "project",
+            "Deployment goes through the release workflow",
+            "Tag vX.Y.Z.",
+        )
+        tx.create("project-docker", "project", "Docker镜像在 CI 里构建", "本地不要推送镜像。")
+    return store
+
+
+def user(text: str) -> dict[str, object]:
+    return {"role": "user", "content": text}
+
+
+def test_model_path_sends_catalog_and_recent_text(
+    filled: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+) -> None:
+    anthropic_server.script(text_reply("[1, 0]"))
+    messages: list[dict[str, object]] = [
+        user("first question"),
+        {"role": "assistant", "content": "an answer"},
+        {"role": "user", "content": [{"type": "text", "text": "how do we deploy?"}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x"}]},
+    ]
+    names = select_relevant_memories(messages, store=filled, client=client)
+    # The catalog is ordered by name: 0 project-deploy, 1 project-docker, 2 user-python-style.
+    assert names == ["project-docker", "project-deploy"]
+    (request,) = anthropic_server.requests
+    prompt = request["messages"][0]["content"]
+    assert "0: project-deploy — Deployment goes through the release workflow" in prompt
+    assert "2: user-python-style — User wants 4-space indentation, never tabs" in prompt
+    assert "first question\nhow do we deploy?" in prompt
+    assert request["max_tokens"] <= 100
+    sent = anthropic_server.headers[0]
+    assert "test-key" in (sent.get("x-api-key", "") + sent.get("authorization", ""))
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ("[2]", [2]),
+        ("Sure! The relevant ones are [0, 2].", [0, 2]),
+        ("```json\n[2, 1]\n```", [2, 1]),
+        ("[]", []),
+        ("[0, 0, 2, 2]", [0, 2]),
+        ("[7, -1, 1]", [1]),
+        ('[1, "2", 2.0, true, null]', [1]),
+        ("[0, 1, 2, 0]", [0, 1, 2]),
+    ],
+)
+def test_reply_parsing(reply: str, expected: list[int]) -> None:
+    assert parse_indices(reply, 3, 5) == expected
+
+
+def test_reply_parsing_caps_and_rejects() -> None:
+    assert parse_indices("[0, 1, 2, 3, 4, 5, 6]", 10, 5) == [0, 1, 2, 3, 4]
+    for hopeless in ("none of them", '{"indices": 1}', "[oops", ""):
+        with pytest.raises(ValueError):
+            parse_indices(hopeless, 3, 5)
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        text_reply("I think the deployment one."),
+        error_reply(500, "api_error"),
+        error_reply(529, "overloaded_error", "Overloaded"),
+        error_reply(400, "invalid_request_error", "bad request"),
+        error_reply(401, "authentication_error", "invalid x-api-key"),
+        error_reply(429, "rate_limit_error", "slow down"),
+    ],
+)
+def test_failures_fall_back_to_keywords_and_say_why(
+    filled: MemoryStore,
+    client: Anthropic,
+    anthropic_server: AnthropicServer,
+    failure: object,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    anthropic_server.script(failure)  # type: ignore[arg-type]
+    with caplog.at_level(logging.WARNING, logger="memstore.recall"):
+        result = recall([user("how does the deployment work?")], store=filled, client=client)
+    assert result.path == "keyword"
+    assert result.names == ["project-deploy"]
+    assert result.reason
+    assert "using keyword recall" in caplog.text
+    assert len(anthropic_server.requests) == 1  # no retry storm before falling back
+
+
+def test_timeout_falls_back(filled: MemoryStore, anthropic_server: AnthropicServer) -> None:
+    from memstore import recall as recall_module
+
+    anthropic_server.script(slow_reply(3.0, "[0]"))
+    client = make_client(api_key="k", base_url=anthropic_server.url)
+    assert client is not None
+    original = recall_module.ask_text
+
+    def quick(*args: object, **kwargs: object) -> str:
+        return original(*args, **{**kwargs, "timeout": 0.5})  # type: ignore[arg-type]
+
+    recall_module.ask_text = quick
+    try:
+        result = recall([user("deploy")], store=filled, client=client)
+    finally:
+        recall_module.ask_text = original
+    assert result.path == "keyword" and "did not answer" in result.reason
+
+
+def test_connection_refused_falls_back(filled: MemoryStore) -> None:
+    client = make_client(api_key="k", base_url="http://127.0.0.1:9")  # nothing listens there
+    assert client is not None
+    result = recall([user("deploy")], store=filled, client=client)
+    assert result.path == "keyword" and "cannot reach" in result.reason
+    assert result.names == ["project-deploy"]
+
+
+def test_no_api_key_means_no_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    assert make_client() is None
+
+
+def test_model_not_called_when_it_cannot_help(
+    store: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+) -> None:
+    assert recall([user("anything")], store=store, client=client).path == "none"  # empty store
+    store.create("a-note", "user", "a note", "body")
+    tool_only = [
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "x"}]}
+    ]
+    assert recall(tool_only, store=store, client=client).path == "none"
+    assert anthropic_server.requests == []
+
+
+def test_keyword_path_english_stemming_and_chinese(filled: MemoryStore) -> None:
+    assert select_relevant_memories([user("deploying a new version")], store=filled) == [
+        "project-deploy"
+    ]
+    assert select_relevant_memories([user("镜像怎么构建？")], store=filled) == ["project-docker"]
+    assert select_relevant_memories([user("Docker镜像")], store=filled) == ["project-docker"]
+    assert select_relevant_memories([user("the and of to")], store=filled) == []
+
+
+def test_recent_text_takes_last_three_text_turns_capped() -> None:
+    messages = [user(f"turn {i}") for i in range(5)]
+    assert recent_user_text(messages) == "turn 2\nturn 3\nturn 4"
+    assert len(recent_user_text([user("x" * 5000)])) == 2000
+
+
+def record(name: str, body: str, age: timedelta) -> MemoryRecord:
+    saved = (datetime.now(UTC) - age).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return MemoryRecord(1, name, "project", "a description", body, {}, 1, saved, saved)
+
+
+def test_block_has_canonical_text_and_age() -> None:
+    block = memories_block(
+        [
+            record("fresh", "new body", timedelta(hours=2)),
+            record("old", "old body", timedelta(days=47)),
+        ]
+    )
+    assert block.startswith("<relevant_memories>\n---\nname: fresh\n")
+    assert block.endswith("</relevant_memories>")
+    assert (
+        "(saved 47 days ago — verify against the current code before relying on it)\n---\nname: old"
+        in block
+    )
+    assert block.count("saved ") == 1
+
+
+def test_block_caps_each_memory_and_the_whole() -> None:
+    big = record("big", "x" * 10_000, timedelta(0))
+    block = memories_block([big])
+    assert "[cut: this memory is" in block and len(block.encode()) < 5_000
+    many = [record(f"m{i}", "y" * 3_900, timedelta(0)) for i in range(8)]
+    block = memories_block(many)
+    assert len(block.encode()) <= BLOCK_MAX_BYTES + 200
+    assert "more relevant memories left out" in block
+
+
+def test_load_memories(filled: MemoryStore) -> None:
+    block = load_memories([user("how do we deploy?")], store=filled)
+    assert "name: project-deploy" in block and "Tag vX.Y.Z." in block
+    assert load_memories([user("nothing matches zzz")], store=filled) == ""
+
+
+def test_memctl_recall_offline_and_through_the_model(
+    memctl: MemctlRunner, anthropic_server: AnthropicServer
+) -> None:
+    memctl(
+        "add",
+        "project-deploy",
+        "-t",
+        "project",
+        "-d",
+        "Deploys use the release workflow",
+        "-b",
+        "Tag it.",
+    )
+    memctl("add", "user-tabs", "-t", "user", "-d", "Four spaces, never tabs", "-b", "Spaces.")
+    offline = memctl("recall", "how do I deploy?", "--offline", "--json")
+    assert offline.returncode == 0, offline.stderr
+    result = json.loads(offline.stdout)
+    assert result["path"] == "keyword"
+    assert [m["name"] for m in result["memories"]] == ["project-deploy"]
+    assert result["memories"][0]["score"] > 0
+    anthropic_server.script(text_reply("[1]"))
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": anthropic_server.url}
+    online = memctl("recall", "indentation?", "--json", env=env)
+    assert json.loads(online.stdout) == {
+        "path": "model",
+        "reason": "",
+        "memories": [
+            {"name": "user-tabs", "score": None, "description": "Four spaces, never tabs"}
+        ],
+    }
+    anthropic_server.script(error_reply(529, "overloaded_error", "Overloaded"))
+    fallback = memctl("recall", "deploy", env=env)
+    assert fallback.returncode == 0 and "Traceback" not in fallback.stderr
+    assert "keyword recall (the model API answered 529: Overloaded)" in fallback.stderr
+    assert "project-deploy" in fallback.stdout
