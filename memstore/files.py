@@ -34,16 +34,25 @@ _RESOLVER = yaml.resolver.Resolver()
 
 
 class _TextLoader(yaml.CSafeLoader):
-    """Safe loading that keeps dates and timestamps as the strings that were written.
+    """Safe loading that keeps what people wrote: only `true`/`false`, `null`/`~` and plain
+    integers are typed; everything else, dates, times (`12:30`), numbers with a leading zero
+    (`012345`), floats (`1.10`) and YAML 1.1's yes/no/on/off included, stays the exact text.
 
-    Turning them into datetime objects would change how they are written back, and they
-    are not JSON, which is how unmodeled keys are stored.
+    PyYAML follows YAML 1.1, which would turn `12:30` into 750 and `yes` into True, and
+    writing those back would change someone's file; unmodeled keys are stored as JSON, too.
     """
 
-    yaml_implicit_resolvers = {  # noqa: RUF012  (PyYAML's own class attribute)
-        first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-        for first, resolvers in yaml.CSafeLoader.yaml_implicit_resolvers.items()
-    }
+    yaml_implicit_resolvers: dict[Any, Any] = {}  # noqa: RUF012  (PyYAML's class attribute)
+
+
+for _tag, _pattern, _first in [
+    ("bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
+    ("null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
+    ("int", r"^[-+]?(?:0|[1-9][0-9]*)$", "-+0123456789"),
+]:
+    _TextLoader.add_implicit_resolver(
+        f"tag:yaml.org,2002:{_tag}", re.compile(_pattern), list(_first)
+    )
 
 
 def memory_file_name(name: str) -> str:
@@ -95,7 +104,7 @@ def parse_memory_text(text: str) -> ParsedFile:
         raise UnreadableFile("frontmatter has no closing '---' line") from None
     lenient = False
     try:
-        metadata = _read_plain_frontmatter(front)
+        metadata = _read_plain_frontmatter(front.strip("\n"))
         if metadata is None:
             metadata = yaml.load(front, Loader=_TextLoader)
     except yaml.YAMLError as error:
@@ -132,6 +141,7 @@ def _read_plain_frontmatter(front: str) -> dict[str, Any] | None:
         key, value = match.groups()
         if (
             key in metadata
+            or _RESOLVER.resolve(yaml.ScalarNode, key, (True, False)) != _STR_TAG
             or value[0] in _INDICATORS
             or ": " in value
             or " #" in value
@@ -200,15 +210,32 @@ def _lenient_scalar(value: str) -> Any:
     return loaded if isinstance(loaded, str | int | float | bool) else value
 
 
+FRONTMATTER_MAX_VALUES = 10_000
+
+
 def _json_safe(value: Any) -> Any:
-    """Unmodeled values are stored as JSON: keys become strings, odd YAML types text."""
-    if isinstance(value, Mapping):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    return str(value)
+    """Unmodeled values are stored as JSON: keys become strings, odd YAML types text.
+
+    YAML aliases let a few hundred bytes expand into millions of values; a frontmatter of
+    more than FRONTMATTER_MAX_VALUES values is refused.
+    """
+    budget = [FRONTMATTER_MAX_VALUES]
+
+    def convert(item: Any) -> Any:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise UnreadableFile(
+                f"frontmatter has over {FRONTMATTER_MAX_VALUES:,} values (YAML aliases?)"
+            )
+        if isinstance(item, Mapping):
+            return {str(k): convert(v) for k, v in item.items()}
+        if isinstance(item, list | tuple):
+            return [convert(v) for v in item]
+        if item is None or isinstance(item, str | int | bool):
+            return item
+        return str(item)
+
+    return convert(value)
 
 
 def render_index(entries: Iterable[MemorySummary]) -> str:

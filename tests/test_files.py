@@ -195,3 +195,28 @@ def test_plain_frontmatter_reading_agrees_with_yaml(value: str) -> None:
     fast = _read_plain_frontmatter(front)
     if fast is not None:
         assert fast == yaml.load(front, Loader=_TextLoader)
+    for key in ("on", "yes", "null", "true", "1"):
+        assert _read_plain_frontmatter(f"{key}: value") is None
+
+
+def test_canonical_files_take_the_plain_path(store: MemoryStore) -> None:
+    text = render_memory_file(store.create("plain", "user", "A plain description", "Body."))
+    front = text.split("---")[1]
+    assert _read_plain_frontmatter(front.strip("\n")) == {
+        "name": "plain",
+        "description": "A plain description",
+        "type": "user",
+    }
+    assert parse_memory_text(text).metadata == {
+        "name": "plain",
+        "description": "A plain description",
+        "type": "user",
+    }
+
+
+def test_alias_bomb_is_refused_quickly() -> None:
+    levels = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    levels += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
+    text = "---\nname: bomb\n" + "\n".join(levels) + "\n---\nbody\n"
+    with pytest.raises(UnreadableFile, match="YAML aliases"):
+        parse_memory_text(text)

@@ -651,3 +651,29 @@ def test_cli_does_not_import_the_index_file(memctl: MemctlRunner, tmp_path: Path
     assert "MEMORY.md" not in result.stderr
     with cli_store(tmp_path) as store:
         assert [m.name for m in store.memories()] == ["kept"]
+
+
+def test_unmodeled_values_keep_what_was_written(store: MemoryStore, tmp_path: Path) -> None:
+    folder = tmp_path / "notes"
+    write(
+        folder / "meeting.md",
+        "---\nname: meeting\ndescription: 12:30\ntype: project\nmeeting: 12:30\nzip: 012345\n"
+        "version: 1.10\nreviewed: yes\ncount: 3\nflag: true\nweight: .nan\n---\nBody.\n",
+    )
+    import_memories(store, folder)
+    memory = store.get("meeting")
+    assert memory.description == "12:30"
+    assert memory.extra == {
+        "meeting": "12:30",
+        "zip": "012345",
+        "version": "1.10",
+        "reviewed": "yes",
+        "count": 3,
+        "flag": True,
+        "weight": ".nan",
+    }
+    export_memories(store, tmp_path / "out")
+    with MemoryStore(tmp_path / "again.db") as again:
+        import_memories(again, tmp_path / "out")
+        assert again.get("meeting").extra == memory.extra
+        assert import_memories(again, tmp_path / "out").updated == []
