@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from sqlalchemy import Connection, RowMapping, bindparam, func, insert, select, update
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Session, col
 from sqlmodel import select as orm_select
 
@@ -143,6 +143,7 @@ class WriteTransaction:
         extra: dict[str, Any] | None = None,
     ) -> MemoryRecord:
         """The memory with the given fields changed; the same object when nothing changes."""
+        memory = self._current(memory)
         old = memory.snapshot()
         new = dict(old)
         if name is not None:
@@ -162,24 +163,32 @@ class WriteTransaction:
         return self._apply(memory.changed(**new), Operation.UPDATE, memory)
 
     def delete(self, memory: MemoryRecord) -> MemoryRecord:
+        memory = self._current(memory)
         return self._apply(memory.changed(deleted_at=self.now), Operation.DELETE, memory)
 
+    def _current(self, memory: MemoryRecord) -> MemoryRecord:
+        """This transaction's latest state of `memory`, which must be live."""
+        current = self._changed.get(memory.id, memory)
+        if current.deleted_at is not None:
+            raise MemoryNotFound(current.name)
+        return current
+
     def restore(self, name: str) -> MemoryRecord:
+        """Bring back the most recently deleted memory called `name`."""
         if name in self._live_names():
             raise NothingToRestore(name, "a memory with that name exists")
-        deleted = (
-            self.connection.execute(
+        deleted_here = [m for m in self._changed.values() if m.name == name and m.deleted_at]
+        memory = max(deleted_here, key=lambda m: m.id) if deleted_here else None
+        if memory is None:
+            rows = self.connection.execute(
                 select(memory_table)
                 .where(memory_table.c.name == name, memory_table.c.deleted_at.is_not(None))
                 .order_by(memory_table.c.deleted_at.desc(), memory_table.c.id.desc())
-                .limit(1)
-            )
-            .mappings()
-            .first()
-        )
-        if deleted is None:
+            ).mappings()
+            # Skip rows this transaction has already changed (restored, renamed).
+            memory = next((_record(r) for r in rows if r["id"] not in self._changed), None)
+        if memory is None:
             raise NothingToRestore(name, "no deleted memory has that name")
-        memory = self._changed.get(deleted["id"]) or _record(deleted)
         return self._apply(memory.changed(deleted_at=None), Operation.RESTORE, memory)
 
     def _allocate_id(self) -> int:
@@ -212,7 +221,16 @@ class WriteTransaction:
         columns = memory_table.c.keys()
         existing = [vars_of(m, columns) for i, m in self._changed.items() if i not in self._new_ids]
         created = [vars_of(m, columns) for i, m in self._changed.items() if i in self._new_ids]
-        # Existing rows first: a memory deleted here frees its name for one created here.
+        # Names are unique among live rows, and the final states may swap, free and reuse
+        # names in any order: take the touched rows out of the live set first, then write
+        # their final states, then the new rows.
+        touched = [row["id"] for row in existing]
+        for start in range(0, len(touched), 500):
+            self.connection.execute(
+                update(memory_table)
+                .where(memory_table.c.id.in_(touched[start : start + 500]), _LIVE)
+                .values(deleted_at=self.now)
+            )
         if existing:
             self.connection.execute(
                 update(memory_table).where(memory_table.c.id == bindparam("b_id")),
@@ -288,6 +306,10 @@ class MemoryStore:
                 tx.write()
         except OperationalError as error:
             raise StoreUnavailable(f"database {self.path} is unavailable: {error.orig}") from error
+        except IntegrityError as error:  # a bug if it happens: say so in one line, roll back
+            raise StoreUnavailable(
+                f"database {self.path} refused the change: {error.orig}"
+            ) from error
 
     # -- writes -----------------------------------------------------------------------------
 

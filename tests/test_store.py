@@ -6,7 +6,13 @@ import sqlite3
 
 import pytest
 
-from memstore.errors import InvalidMemory, MemoryExists, MemoryNotFound, NothingToRestore
+from memstore.errors import (
+    InvalidMemory,
+    MemoryExists,
+    MemoryNotFound,
+    MemstoreError,
+    NothingToRestore,
+)
 from memstore.store import MemoryStore
 
 
@@ -182,3 +188,62 @@ def test_json_values_are_readable_in_sqlite(store: MemoryStore) -> None:
     raw = connection.execute("SELECT new_value FROM memory_event").fetchone()[0]
     connection.close()
     assert "部署用 Docker 镜像" in raw  # not \\u escapes: plain sqlite3 users can read it
+
+
+def test_names_can_be_swapped_freed_and_reused_in_one_transaction(store: MemoryStore) -> None:
+    with store.transaction() as tx:
+        tx.create("a", "user", "first", "body a")
+        tx.create("b", "user", "second", "body b")
+    with store.transaction() as tx:
+        tx.update(tx.get("a"), name="tmp")
+        tx.update(tx.get("b"), name="a")
+        tx.update(tx.get("tmp"), name="b")
+    assert store.get("a").body == "body b" and store.get("b").body == "body a"
+    with store.transaction() as tx:
+        tx.update(tx.get("b"), body="changed")
+        tx.delete(tx.get("a"))
+        tx.update(tx.get("b"), name="a")
+        tx.create("b", "project", "a new b", "new")
+    assert store.get("a").body == "changed" and store.get("b").description == "a new b"
+    assert [h.memory.name for h in store.search("changed")] == ["a"]
+
+
+def test_stale_records_are_not_trusted(store: MemoryStore) -> None:
+    original = store.create("note", "user", "one", "body")
+    with store.transaction() as tx:
+        tx.update(original, description="two")
+        tx.update(original, body="new body")  # stale: still says description "one"
+        gone = tx.delete(tx.get("note"))
+        with pytest.raises(MemoryNotFound):
+            tx.delete(original)
+        with pytest.raises(MemoryNotFound):
+            tx.update(gone, body="x")
+        tx.restore("note")
+    memory = store.get("note")
+    assert (memory.description, memory.body) == ("two", "new body")
+    assert [e.operation for e in store.history()] == [
+        "create",
+        "update",
+        "update",
+        "delete",
+        "restore",
+    ]
+
+
+def test_failure_while_writing_rolls_everything_back(store: MemoryStore) -> None:
+    add_tabs(store)
+    connection = sqlite3.connect(store.path)
+    connection.execute(
+        "CREATE TRIGGER refuse_poison BEFORE INSERT ON memory WHEN new.name = 'poison' "
+        "BEGIN SELECT RAISE(ABORT, 'poisoned'); END"
+    )
+    connection.commit()
+    connection.close()
+    with pytest.raises(MemstoreError, match="poisoned"), store.transaction() as tx:
+        tx.update(tx.get("user-preference-tabs"), description="changed first")
+        tx.create("poison", "user", "written last, fails", "body")
+    assert (
+        store.get("user-preference-tabs").description
+        == "User wants 4-space indentation, never tabs"
+    )
+    assert len(store.history()) == 1 and store.count() == 1
