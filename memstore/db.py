@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import JSON, Connection, Engine, Table, create_engine, event
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DatabaseError
 
 from memstore.errors import QueryFailed, StoreUnavailable
 from memstore.search import segment
@@ -121,7 +121,7 @@ def open_database(path: Path) -> Engine:
             from memstore.migrate import upgrade_to_head  # imports Alembic: only when needed
 
             upgrade_to_head(writer(engine), str(path))
-    except OperationalError as error:
+    except DatabaseError as error:  # includes "file is not a database"
         raise StoreUnavailable(f"cannot open database {path}: {error.orig}") from error
     except OSError as error:
         raise StoreUnavailable(f"cannot open database {path}: {error.strerror or error}") from error

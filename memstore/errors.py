@@ -81,3 +81,11 @@ class ImportRejected(MemstoreError):
 
 class QueryFailed(MemstoreError):
     """A read-only SQL query from the user failed (syntax, unknown table, attempted write)."""
+
+
+class ExportFailed(MemstoreError):
+    """The export folder could not be written (a file in the way, no permission, …)."""
+
+
+class ImportFailed(MemstoreError):
+    """The import could not start (e.g. the folder does not exist); nothing changed."""

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import Row, bindparam, delete, select
 
 from memstore.db import insert_rows, writer
-from memstore.errors import ExportConflict
+from memstore.errors import ExportConflict, ExportFailed
 from memstore.files import (
     INDEX_FILE_NAME,
     memory_file_name,
@@ -51,7 +51,10 @@ def export_memories(
     store: MemoryStore, directory: str | Path, *, force: bool = False
 ) -> ExportResult:
     directory = Path(directory).resolve()
-    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ExportFailed(f"cannot create {directory}: {error.strerror or error}") from None
     key = str(directory)
     live = memory_table.c.deleted_at.is_(None)
     summary_columns = [
@@ -125,12 +128,19 @@ def export_memories(
 
     # The index goes last, so that it never lists a file that is not there yet.
     ordered = sorted(plan.writes, key=lambda name: name == INDEX_FILE_NAME)
-    stats = {name: _write_atomically(directory / name, plan.writes[name]) for name in ordered}
-    for file_name in plan.removals:
-        (directory / file_name).unlink(missing_ok=True)
-    for file_name in plan.adopted:
-        stats[file_name] = on_disk[file_name]
-    contents = {**plan.adopted, **plan.writes}
+    stats = {name: on_disk[name] for name in plan.adopted}
+    contents = dict(plan.adopted)
+    try:
+        for name in ordered:
+            stats[name] = _write_atomically(directory / name, plan.writes[name])
+            contents[name] = plan.writes[name]
+        for file_name in plan.removals:
+            (directory / file_name).unlink(missing_ok=True)
+    except OSError as error:
+        # Remember what was written, so that the next export recognises it as its own.
+        _record_export(store, key, contents, stats, [], targets, records)
+        where = error.filename or directory
+        raise ExportFailed(f"cannot write {where}: {error.strerror or error}") from None
     _record_export(store, key, contents, stats, plan.removals, targets, records)
     return ExportResult(
         directory,

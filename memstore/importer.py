@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memstore.errors import FileProblem, ImportRejected, InvalidMemory
+from memstore.errors import FileProblem, ImportFailed, ImportRejected, InvalidMemory
 from memstore.files import INDEX_FILE_NAME, UnreadableFile, parse_memory_text
 from memstore.models import MemoryRecord
 from memstore.store import MemoryStore
@@ -78,7 +78,7 @@ def read_folder(
     directory: Path, *, default_type: str | None = None, progress: Progress | None = None
 ) -> tuple[list[ImportItem], list[FileProblem]]:
     if not directory.is_dir():
-        raise ImportRejected([FileProblem(str(directory), "not a directory")])
+        raise ImportFailed(f"no such folder: {directory}")
     paths = memory_paths(directory)
     items: list[ImportItem] = []
     problems: list[FileProblem] = []

@@ -24,6 +24,15 @@ RESERVED_NAMES = frozenset(
 TYPES = tuple(t.value for t in MemoryType)
 
 
+def _check_encodable(field: str, text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidMemory(
+            field, "must be valid Unicode text (it has undecodable bytes)"
+        ) from None
+
+
 def check_name(name: str) -> str:
     if not name:
         raise InvalidMemory("name", "must not be empty")
@@ -50,6 +59,7 @@ def normalize_newlines(text: str) -> str:
 
 def check_description(description: str) -> str:
     description = description.strip()
+    _check_encodable("description", description)
     if not description:
         raise InvalidMemory("description", "must not be empty")
     if len(description.splitlines()) > 1:
@@ -74,11 +84,12 @@ def normalize_body(body: str) -> str:
 
 def check_body(body: str) -> str:
     body = normalize_body(body)
+    _check_encodable("body", body)
     if not body:
         raise InvalidMemory("body", "must not be empty")
     if "\x00" in body:
         raise InvalidMemory("body", "must not contain NUL characters")
-    size = len(body.encode("utf-8", "surrogatepass"))
+    size = len(body.encode("utf-8"))
     if size > BODY_MAX_BYTES:
         raise InvalidMemory("body", f"must be at most {BODY_MAX_BYTES} bytes, got {size}")
     return body

@@ -52,8 +52,13 @@ def test_user_errors_are_one_line_without_traceback(memctl: MemctlRunner) -> Non
     assert_one_line_error(memctl("sql", "SELEC nonsense"), "syntax error")
     add_tabs(memctl)
     assert_one_line_error(memctl("edit", "user-preference-tabs", "--name", "x y"), "kebab-case")
-    wrong_type = memctl("add", "x", "-t", "opinion", "-d", "x", "-b", "y")
-    assert wrong_type.returncode != 0 and "Traceback" not in wrong_type.stderr
+    assert_one_line_error(memctl("add", "x", "-t", "opinion", "-d", "x", "-b", "y"), "invalid type")
+    assert_one_line_error(memctl("list", "-t", "opinion"), "invalid type")
+    assert_one_line_error(memctl("add", "s", "-t", "user", "-d", "caf\udce9", "-b", "y"), "Unicode")
+    assert_one_line_error(memctl("import", "no-such-folder"), "no such folder")
+    assert_one_line_error(
+        memctl("edit", "user-preference-tabs", env={"EDITOR": '"unclosed', "VISUAL": ""}), "editor"
+    )
 
 
 def test_unopenable_database_is_one_line(memctl: MemctlRunner, tmp_path: Path) -> None:
@@ -61,6 +66,20 @@ def test_unopenable_database_is_one_line(memctl: MemctlRunner, tmp_path: Path) -
     assert_one_line_error(
         memctl("--db", str(tmp_path / "folder.db"), "list"), "cannot open database"
     )
+    (tmp_path / "notes.txt").write_text("this is not a database, just text " * 100)
+    done = memctl("--db", str(tmp_path / "notes.txt"), "list")
+    assert_one_line_error(done, "not a database")
+
+
+def test_export_problems_are_one_line(memctl: MemctlRunner, tmp_path: Path) -> None:
+    add_tabs(memctl)
+    (tmp_path / "a-file").write_text("in the way")
+    assert_one_line_error(memctl("export", "a-file"), "cannot create")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "user-preference-tabs.md").mkdir()  # a folder where a file goes
+    assert_one_line_error(memctl("export", "out"), "cannot write")
+    blob = memctl("sql", "SELECT randomblob(4) AS data", "--json")
+    assert blob.returncode == 0 and len(json.loads(blob.stdout)[0]["data"]) == 8
 
 
 def test_edit_with_options_and_in_editor(memctl: MemctlRunner, tmp_path: Path) -> None:

@@ -22,7 +22,6 @@ from memctl.render import (
     print_table,
 )
 from memstore.errors import InvalidMemory, MemstoreError
-from memstore.models import MemoryType
 from memstore.store import MemoryStore
 
 DEFAULT_DIRECTORY = ".memory"
@@ -54,6 +53,7 @@ def fail(message: str) -> NoReturn:
     raise SystemExit(1)
 
 
+TYPE_HELP = "user, feedback, project or reference."
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
@@ -73,15 +73,15 @@ def configure(
 
 @app.command("list")
 def list_memories(
-    type: Annotated[MemoryType | None, typer.Option("--type", "-t", help="Only this type.")] = None,
+    type: Annotated[str | None, typer.Option("--type", "-t", help=TYPE_HELP)] = None,
     json: JsonOption = False,
 ) -> None:
     """List the memories."""
     with _store() as store:
         if json:
-            print_json([memory_as_dict(m) for m in store.memories(type.value if type else None)])
+            print_json([memory_as_dict(m) for m in store.memories(type)])
             return
-        summaries = store.summaries(type.value if type else None)
+        summaries = store.summaries(type)
     if summaries:
         print_table(["NAME", "TYPE", "DESCRIPTION"], summaries)
     else:
@@ -104,9 +104,7 @@ def show(name: str, json: JsonOption = False) -> None:
 @app.command()
 def add(
     name: str,
-    type: Annotated[
-        MemoryType, typer.Option("--type", "-t", help="user, feedback, project or reference.")
-    ],
+    type: Annotated[str, typer.Option("--type", "-t", help=TYPE_HELP)],
     description: Annotated[
         str, typer.Option("--description", "-d", help="One line, shown in the index.")
     ],
@@ -120,7 +118,7 @@ def add(
             fail("give the body with --body, or pipe it on stdin")
         body = sys.stdin.read()
     with _store() as store:
-        memory = store.create(name, type.value, description, body)
+        memory = store.create(name, type, description, body)
     _err(f"added {memory.name}")
 
 
@@ -128,7 +126,7 @@ def add(
 def edit(
     name: str,
     new_name: Annotated[str | None, typer.Option("--name", help="Rename the memory.")] = None,
-    type: Annotated[MemoryType | None, typer.Option("--type", "-t")] = None,
+    type: Annotated[str | None, typer.Option("--type", "-t", help=TYPE_HELP)] = None,
     description: Annotated[str | None, typer.Option("--description", "-d")] = None,
     body: Annotated[str | None, typer.Option("--body", "-b")] = None,
 ) -> None:
@@ -137,7 +135,7 @@ def edit(
         if any(v is not None for v in (new_name, type, description, body)):
             fields: dict[str, Any] = {
                 "name": new_name,
-                "type": type.value if type else None,
+                "type": type,
                 "description": description,
                 "body": body,
             }
@@ -162,8 +160,8 @@ def _edit_in_editor(store: MemoryStore, name: str) -> dict[str, Any]:
         path.write_text(render_memory_file(memory), encoding="utf-8")
         try:
             completed = subprocess.run([*shlex.split(editor), str(path)], check=False)
-        except OSError as error:
-            fail(f"cannot run editor {editor!r}: {error.strerror or error}")
+        except (OSError, ValueError) as error:
+            fail(f"cannot run editor {editor!r}: {getattr(error, 'strerror', None) or error}")
         if completed.returncode != 0:
             fail(f"editor {editor!r} exited with status {completed.returncode}; nothing changed")
         try:
@@ -330,7 +328,7 @@ def import_command(
         bool, typer.Option("--dry-run", help="Show what would change; change nothing.")
     ] = False,
     default_type: Annotated[
-        MemoryType | None, typer.Option("--default-type", help="Type for files that name none.")
+        str | None, typer.Option("--default-type", help="Type for files that name none.")
     ] = None,
 ) -> None:
     """Read memory files (ours, Claude Code's, hand-written) into the database."""
@@ -345,7 +343,7 @@ def import_command(
                 directory,
                 skip_invalid=skip_invalid,
                 dry_run=dry_run,
-                default_type=default_type.value if default_type else None,
+                default_type=default_type,
                 progress=progress,
             )
     except ImportRejected as error:

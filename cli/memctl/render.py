@@ -38,7 +38,13 @@ def event_as_dict(event: MemoryEvent) -> dict[str, Any]:
 
 
 def print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, ensure_ascii=False, indent=2) + "\n")
+    sys.stdout.write(json.dumps(value, ensure_ascii=False, indent=2, default=_json_default) + "\n")
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, bytes):  # a BLOB from `memctl sql`
+        return value.hex()
+    raise TypeError(f"cannot show {type(value).__name__} as JSON")
 
 
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
@@ -62,6 +68,8 @@ def _line(values: Sequence[str], widths: Sequence[int]) -> str:
 def _cell(value: Any) -> str:
     if value is None:
         return ""
+    if isinstance(value, bytes):
+        return value.hex()
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     return " ".join(text.split()) if "\n" in text else text
 
