@@ -9,23 +9,23 @@ edited by hand, and is never overwritten without `force`.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Row, bindparam, delete, select
+from sqlalchemy import Row, select
 
-from memstore.db import insert_rows, writer
+from memstore.db import writer
 from memstore.errors import ExportConflict, ExportFailed
+from memstore.export_state import FileState, directory_key, load_records, remember_files, sha256
 from memstore.files import (
     INDEX_FILE_NAME,
     memory_file_name,
     render_index,
     render_memory_file,
 )
-from memstore.models import MemorySummary, exported_file_table, memory_table, utc_now
+from memstore.models import MemorySummary, memory_table
 from memstore.store import MemoryStore
 
 
@@ -55,19 +55,14 @@ def export_memories(
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise ExportFailed(f"cannot create {directory}: {error.strerror or error}") from None
-    key = str(directory)
+    key = directory_key(directory)
     live = memory_table.c.deleted_at.is_(None)
     summary_columns = [
         memory_table.c[name] for name in ("id", "name", "type", "description", "version")
     ]
     with store.engine.connect() as connection:
         memories = connection.execute(select(*summary_columns).where(live)).all()
-        records = {
-            row.file_name: row
-            for row in connection.execute(
-                select(exported_file_table).where(exported_file_table.c.directory == key)
-            )
-        }
+        records = load_records(connection, key)
     on_disk = {
         entry.name: entry.stat()
         for entry in os.scandir(directory)
@@ -138,10 +133,10 @@ def export_memories(
             (directory / file_name).unlink(missing_ok=True)
     except OSError as error:
         # Remember what was written, so that the next export recognises it as its own.
-        _record_export(store, key, contents, stats, [], targets, records)
+        _record_export(store, key, contents, stats, [], targets)
         where = error.filename or directory
         raise ExportFailed(f"cannot write {where}: {error.strerror or error}") from None
-    _record_export(store, key, contents, stats, plan.removals, targets, records)
+    _record_export(store, key, contents, stats, plan.removals, targets)
     return ExportResult(
         directory,
         ordered,
@@ -162,11 +157,11 @@ def _plan_file(
     if stat is None:
         plan.writes[file_name] = content
         return
-    new_hash = _sha256(content)
+    new_hash = sha256(content)
     if record is not None and _same_stat(record, stat):
         disk_hash = record.sha256
     else:
-        disk_hash = _sha256((directory / file_name).read_bytes())
+        disk_hash = sha256((directory / file_name).read_bytes())
     if disk_hash == new_hash:
         if record is None or not _same_stat(record, stat) or record.sha256 != new_hash:
             plan.adopted[file_name] = content
@@ -185,38 +180,22 @@ def _record_export(
     stats: dict[str, os.stat_result],
     removals: list[str],
     targets: dict[str, Any],
-    records: dict[str, Row[Any]],
 ) -> None:
     if not contents and not removals:
         return
-    now = utc_now()
-    table = exported_file_table
-    with writer(store.engine).begin() as connection:
-        stale = [name for name in [*removals, *contents] if name in records]
-        if stale:
-            connection.execute(
-                delete(table).where(
-                    table.c.directory == bindparam("key"), table.c.file_name == bindparam("name")
-                ),
-                [{"key": key, "name": name} for name in stale],
-            )
-        insert_rows(
-            connection,
-            table,
-            [
-                {
-                    "directory": key,
-                    "file_name": name,
-                    "memory_id": targets[name].id if name in targets else None,
-                    "memory_version": targets[name].version if name in targets else None,
-                    "sha256": _sha256(content),
-                    "size": stats[name].st_size,
-                    "mtime_ns": stats[name].st_mtime_ns,
-                    "exported_at": now,
-                }
-                for name, content in contents.items()
-            ],
+    files = [
+        FileState(
+            name,
+            targets[name].id if name in targets else None,
+            targets[name].version if name in targets else None,
+            sha256(content),
+            stats[name].st_size,
+            stats[name].st_mtime_ns,
         )
+        for name, content in contents.items()
+    ]
+    with writer(store.engine).begin() as connection:
+        remember_files(connection, key, files, removals)
 
 
 def _write_atomically(path: Path, content: bytes) -> os.stat_result:
@@ -235,12 +214,8 @@ def _write_atomically(path: Path, content: bytes) -> os.stat_result:
 
 
 def _disk_matches_record(path: Path, record: Row[Any], stat: os.stat_result) -> bool:
-    return _same_stat(record, stat) or _sha256(path.read_bytes()) == record.sha256
+    return _same_stat(record, stat) or sha256(path.read_bytes()) == record.sha256
 
 
 def _same_stat(record: Row[Any], stat: os.stat_result) -> bool:
     return record.size == stat.st_size and record.mtime_ns == stat.st_mtime_ns
-
-
-def _sha256(content: bytes) -> str:
-    return hashlib.sha256(content).hexdigest()

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from memstore.errors import FileProblem, ImportFailed, ImportRejected, InvalidMemory
+from memstore.export_state import FileState, directory_key, load_records, remember_files, sha256
 from memstore.files import INDEX_FILE_NAME, UnreadableFile, parse_memory_text
 from memstore.models import MemoryRecord
 from memstore.store import MemoryStore
@@ -44,6 +45,8 @@ class ImportItem:
     body: str
     extra: dict[str, Any]
     notes: list[str] = field(default_factory=list)
+    # The file as read: to compare with what export last wrote there.
+    sha256: str = ""
 
 
 @dataclass
@@ -118,7 +121,16 @@ def read_memory_file(path: Path, relative: str, default_type: str | None) -> Imp
     given = metadata.get("name")
     extra = {k: v for k, v in metadata.items() if k not in ("name", "description", "type")}
     name = _name(given, path.stem, extra, notes)
-    return ImportItem(relative, name, type_, description, body, extra, notes)
+    return ImportItem(
+        relative,
+        name,
+        type_,
+        description,
+        body,
+        extra,
+        notes,
+        sha256(raw),
+    )
 
 
 def _memory_type(
@@ -221,24 +233,92 @@ def import_memories(
         raise ImportRejected(problems)
     report = ImportReport(problems=problems, dry_run=dry_run)
     report.notes = [f"{item.path}: {note}" for item in items for note in item.notes]
+    key = directory_key(Path(directory))
     if dry_run:
-        existing = {memory.name: memory for memory in store.memories()}
-        _plan(items, existing, report)
+        with store.engine.connect() as connection:
+            records = load_records(connection, key)
+        live = store.memories()
+        items = _since_last_export(items, records, live, report)
+        _raise_if_rejected(report, skip_invalid)
+        _plan(items, {m.name: m for m in live}, report)
         return report
     with store.transaction(actor="import") as tx:
-        existing = {memory.name: memory for memory in tx.live_memories()}
-        for item, memory, changes in _plan(items, existing, report):
+        records = load_records(tx.connection, key)
+        live = tx.live_memories()
+        items = _since_last_export(items, records, live, report)
+        _raise_if_rejected(report, skip_invalid)
+        results: dict[str, MemoryRecord] = {}
+        for item, memory, changes in _plan(items, {m.name: m for m in live}, report):
             if memory is None:
-                tx.create(item.name, item.type, item.description, item.body, item.extra)
+                created = tx.create(item.name, item.type, item.description, item.body, item.extra)
+                results[item.path] = created
             else:
-                tx.update(memory, **changes)
+                results[item.path] = tx.update(memory, **changes) if changes else memory
+        # The folder's files are now in the database: an export to this folder may rewrite
+        # them in canonical form (or remove them with their memory) without calling them
+        # hand-edited, and a later import knows which copies are stale. No size and mtime
+        # are recorded, so that export renders each once and puts it in canonical form.
+        remember_files(
+            tx.connection,
+            key,
+            [
+                FileState(item.path, m.id, m.version, item.sha256, size=0, mtime_ns=0)
+                for item in items
+                if "/" not in item.path and item.path in results
+                for m in [results[item.path]]
+            ],
+        )
         report.run_id = tx.run_id if tx.events else None
     return report
+
+
+def _raise_if_rejected(report: ImportReport, skip_invalid: bool) -> None:
+    if report.problems and not skip_invalid:
+        raise ImportRejected(report.problems)
+
+
+def _since_last_export(
+    items: list[ImportItem],
+    records: dict[str, Any],
+    live: list[MemoryRecord],
+    report: ImportReport,
+) -> list[ImportItem]:
+    """The items to import, in a folder memstore has exported to.
+
+    A file still as memstore last wrote it says nothing new: the database may have moved on
+    since (edited, deleted), and importing the stale copy would undo that. A file edited by
+    hand whose memory also changed in the database since is a conflict, reported as such.
+    """
+    by_id = {m.id: m for m in live}
+    kept = []
+    for item in items:
+        record = records.get(item.path)
+        if record is None:
+            kept.append(item)
+            continue
+        if item.sha256 == record.sha256:
+            report.unchanged.append(item.name)
+            continue
+        memory = by_id.get(record.memory_id)
+        if memory is None or memory.version != record.memory_version:
+            since = "deleted" if memory is None else "changed"
+            report.problems.append(
+                FileProblem(
+                    item.path,
+                    f"edited by hand, and its memory was {since} in the database since the "
+                    "last export; keep the database's with 'memctl export --force', or "
+                    "redo the edit with 'memctl edit'",
+                )
+            )
+            continue
+        kept.append(item)
+    return kept
 
 
 def _plan(
     items: list[ImportItem], existing: dict[str, MemoryRecord], report: ImportReport
 ) -> list[tuple[ImportItem, MemoryRecord | None, dict[str, Any]]]:
+    """(item, the memory it updates or None to create, the changed fields) for every item."""
     actions: list[tuple[ImportItem, MemoryRecord | None, dict[str, Any]]] = []
     for item in items:
         memory = existing.get(item.name)
@@ -247,9 +327,6 @@ def _plan(
             actions.append((item, None, {}))
             continue
         changes = _changes(item, memory)
-        if changes:
-            report.updated.append(item.name)
-            actions.append((item, memory, changes))
-        else:
-            report.unchanged.append(item.name)
+        (report.updated if changes else report.unchanged).append(item.name)
+        actions.append((item, memory, changes))
     return actions

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from memstore.errors import ImportRejected, InvalidMemory
+from memstore.errors import ExportConflict, ImportRejected, InvalidMemory
 from memstore.exporter import export_memories
 from memstore.importer import MAX_FILE_BYTES, import_memories
 from memstore.store import MemoryStore
@@ -677,3 +677,56 @@ def test_unmodeled_values_keep_what_was_written(store: MemoryStore, tmp_path: Pa
         import_memories(again, tmp_path / "out")
         assert again.get("meeting").extra == memory.extra
         assert import_memories(again, tmp_path / "out").updated == []
+
+
+def test_following_the_export_conflict_advice_loses_nothing(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    for name in ("foo", "bar", "gone"):
+        store.create(name, "project", f"{name} v1", f"{name} body")
+    export_memories(store, out)
+    store.update("foo", description="foo v2")  # changed in the database only
+    store.delete("gone")  # deleted in the database only
+    bar = out / "bar.md"
+    bar.write_text(bar.read_text() + "A line added by hand.\n")  # changed in the file only
+    with pytest.raises(ExportConflict):
+        export_memories(store, out)
+
+    report = import_memories(store, out)  # what the conflict message advises
+
+    assert report.updated == ["bar"] and report.created == []
+    assert store.get("foo").description == "foo v2"
+    assert store.find("gone") is None
+    assert store.get("bar").body.endswith("A line added by hand.")
+    result = export_memories(store, out)  # and now export goes through
+    assert sorted(result.written) == ["MEMORY.md", "foo.md"]
+    assert result.removed == ["gone.md"]
+    assert export_memories(store, out).written == []
+
+
+def test_edits_on_both_sides_since_export_are_a_conflict(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    store.create("foo", "project", "foo v1", "foo body")
+    export_memories(store, out)
+    store.update("foo", body="changed in the database")
+    (out / "foo.md").write_text("---\nname: foo\ndescription: foo v2\ntype: project\n---\nfoo body")
+    with pytest.raises(ImportRejected) as raised:
+        import_memories(store, out)
+    assert "changed in the database since the last export" in str(raised.value.problems[0])
+    assert store.get("foo").body == "changed in the database"
+
+
+def test_edit_in_file_after_export_is_imported_and_export_settles(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    store.create("foo", "project", "foo v1", "foo body")
+    export_memories(store, out)
+    (out / "foo.md").write_text("---\nname: foo\ndescription: foo v2\ntype: project\n---\nfoo body")
+    assert import_memories(store, out).updated == ["foo"]
+    assert export_memories(store, out).written == ["foo.md", "MEMORY.md"]  # now canonical
+    assert (out / "foo.md").read_text().endswith("---\n\nfoo body\n")
+    assert import_memories(store, out).updated == []
