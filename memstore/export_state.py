@@ -7,7 +7,7 @@ import uses it to tell a file that was edited since the last export from a stale
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,11 +43,16 @@ def load_records(connection: Connection, key: str) -> dict[str, Row[Any]]:
 
 
 def remember_files(
-    connection: Connection, key: str, files: Sequence[FileState], forget: Sequence[str] = ()
+    connection: Connection,
+    key: str,
+    records: Collection[str],
+    files: Sequence[FileState],
+    forget: Sequence[str] = (),
 ) -> None:
-    """Record `files` as memstore's own (replacing older records) and drop `forget`."""
+    """Record `files` as memstore's own and drop `forget`; `records` names the files that
+    have a record now (from load_records), which are the only ones to delete first."""
     table = exported_file_table
-    names = [*forget, *(f.file_name for f in files)]
+    names = [n for n in [*forget, *(f.file_name for f in files)] if n in records]
     if names:
         connection.execute(
             delete(table).where(

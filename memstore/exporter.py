@@ -133,10 +133,10 @@ def export_memories(
             (directory / file_name).unlink(missing_ok=True)
     except OSError as error:
         # Remember what was written, so that the next export recognises it as its own.
-        _record_export(store, key, contents, stats, [], targets)
+        _record_export(store, key, contents, stats, [], targets, records)
         where = error.filename or directory
         raise ExportFailed(f"cannot write {where}: {error.strerror or error}") from None
-    _record_export(store, key, contents, stats, plan.removals, targets)
+    _record_export(store, key, contents, stats, plan.removals, targets, records)
     return ExportResult(
         directory,
         ordered,
@@ -180,6 +180,7 @@ def _record_export(
     stats: dict[str, os.stat_result],
     removals: list[str],
     targets: dict[str, Any],
+    records: dict[str, Row[Any]],
 ) -> None:
     if not contents and not removals:
         return
@@ -195,7 +196,7 @@ def _record_export(
         for name, content in contents.items()
     ]
     with writer(store.engine).begin() as connection:
-        remember_files(connection, key, files, removals)
+        remember_files(connection, key, records, files, removals)
 
 
 def _write_atomically(path: Path, content: bytes) -> os.stat_result:

@@ -261,6 +261,7 @@ def import_memories(
         remember_files(
             tx.connection,
             key,
+            records,
             [
                 FileState(item.path, m.id, m.version, item.sha256, size=0, mtime_ns=0)
                 for item in items

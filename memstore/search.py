@@ -66,6 +66,8 @@ def segment(text: str) -> str:
 
     Registered as the SQL function memstore_segment, which the FTS triggers call.
     """
+    if text.isascii():  # most text, and much cheaper to tell than to search for Han runs
+        return text
     return _HAN_RUN.sub(_bigrams, text)
 
 
