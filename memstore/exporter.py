@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import Row, select
 
 from memstore.db import writer
-from memstore.errors import ExportConflict, ExportFailed
+from memstore.errors import ExportConflict, ExportFailed, InvalidMemory
 from memstore.export_state import FileState, directory_key, load_records, remember_files, sha256
 from memstore.files import (
     INDEX_FILE_NAME,
@@ -27,6 +27,7 @@ from memstore.files import (
 )
 from memstore.models import MemorySummary, memory_table
 from memstore.store import MemoryStore
+from memstore.validation import NAME_PATTERN, check_name
 
 
 @dataclass
@@ -44,6 +45,8 @@ class _Plan:
     # Files found identical to what would be written, whose record needs refreshing.
     adopted: dict[str, bytes] = field(default_factory=dict)
     conflicts: list[str] = field(default_factory=list)
+    # Recorded files that are gone already: their records go, there is nothing to delete.
+    forgotten: list[str] = field(default_factory=list)
     unchanged: int = 0
 
 
@@ -68,6 +71,14 @@ def export_memories(
         for entry in os.scandir(directory)
         if entry.name.endswith(".md") and entry.is_file(follow_symlinks=False)
     }
+    # Names and records come from a database file someone may have edited by hand: nothing
+    # outside the rules may become a path.
+    for memory in memories:
+        try:
+            check_name(memory.name)
+        except InvalidMemory as error:
+            raise ExportFailed(f"memory {memory.id} in the database has an {error}") from None
+    records = {name: row for name, row in records.items() if _is_export_file_name(name)}
     plan = _Plan()
     targets = {memory_file_name(m.name): m for m in memories}
     to_render = []
@@ -110,11 +121,9 @@ def export_memories(
     stale = [name for name in records if name not in targets and name != INDEX_FILE_NAME]
     for file_name in stale:
         stat = on_disk.get(file_name)
-        if (
-            stat is None
-            or force
-            or _disk_matches_record(directory / file_name, records[file_name], stat)
-        ):
+        if stat is None:
+            plan.forgotten.append(file_name)
+        elif force or _disk_matches_record(directory / file_name, records[file_name], stat):
             plan.removals.append(file_name)
         else:
             plan.conflicts.append(file_name)
@@ -136,7 +145,7 @@ def export_memories(
         _record_export(store, key, contents, stats, [], targets, records)
         where = error.filename or directory
         raise ExportFailed(f"cannot write {where}: {error.strerror or error}") from None
-    _record_export(store, key, contents, stats, plan.removals, targets, records)
+    _record_export(store, key, contents, stats, [*plan.removals, *plan.forgotten], targets, records)
     return ExportResult(
         directory,
         ordered,
@@ -197,6 +206,13 @@ def _record_export(
     ]
     with writer(store.engine).begin() as connection:
         remember_files(connection, key, records, files, removals)
+
+
+def _is_export_file_name(file_name: str) -> bool:
+    if file_name == INDEX_FILE_NAME:
+        return True
+    stem = file_name.removesuffix(".md")
+    return file_name.endswith(".md") and NAME_PATTERN.fullmatch(stem) is not None
 
 
 def _write_atomically(path: Path, content: bytes) -> os.stat_result:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 
 import pytest
 
-from memstore.errors import ExportConflict
+from memstore.db import register_functions
+from memstore.errors import ExportConflict, ExportFailed
 from memstore.exporter import export_memories
 from memstore.files import INDEX_MAX_LINES
 from memstore.store import MemoryStore
@@ -125,3 +127,31 @@ def test_index_file_is_capped(store: MemoryStore, tmp_path: Path) -> None:
     assert len(lines) == INDEX_MAX_LINES
     assert lines[-1].startswith("> 31 more memories are not listed")
     assert len(list((tmp_path / "out").glob("note-*.md"))) == 230
+
+
+def test_a_hand_edited_database_cannot_steer_export_outside_the_folder(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    fill(store, 1)
+    out = tmp_path / "deep" / "out"
+    export_memories(store, out)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    connection = sqlite3.connect(store.path)
+    register_functions(connection)  # the FTS triggers segment text with it
+    connection.execute(
+        "INSERT INTO exported_file VALUES (?, '../../victim.txt', NULL, NULL, 'x', 1, 1, 'now')",
+        (str(out.resolve()),),
+    )
+    connection.commit()
+    export_memories(store, out)
+    assert victim.read_text() == "keep me"
+    connection.execute(
+        "INSERT INTO memory (name, type, description, body, extra, version, created_at, "
+        "updated_at) VALUES ('../../escaped', 'user', 'd', 'b', '{}', 1, 'now', 'now')"
+    )
+    connection.commit()
+    connection.close()
+    with pytest.raises(ExportFailed, match="invalid name"):
+        export_memories(store, out)
+    assert not (tmp_path / "deep" / "escaped.md").exists()
