@@ -128,12 +128,18 @@ def open_database(path: Path) -> Engine:
     return engine
 
 
+def _deny_attach(action: int, *_: object) -> int:
+    return sqlite3.SQLITE_DENY if action in (sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH) else 0
+
+
 def read_only_query(path: Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
     """Run one statement on a connection that cannot write."""
     uri = f"{Path(path).resolve().as_uri()}?mode=ro"
     connection = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
     try:
         connection.execute("PRAGMA query_only = ON")
+        # ATTACH and VACUUM INTO would create files elsewhere; query_only does not stop them.
+        connection.set_authorizer(_deny_attach)
         register_functions(connection)
         cursor = connection.execute(sql)
         columns = [d[0] for d in cursor.description or []]

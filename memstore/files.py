@@ -59,6 +59,15 @@ def memory_file_name(name: str) -> str:
     return f"{name}.md"
 
 
+def synced_extra(extra: dict[str, Any], type_: str) -> dict[str, Any]:
+    """Unmodeled keys as written: Claude Code keeps the type under `metadata:` too, and that
+    copy must say what the memory's type is now."""
+    nested = extra.get("metadata")
+    if isinstance(nested, dict) and "type" in nested and nested["type"] != type_:
+        return {**extra, "metadata": {**nested, "type": type_}}
+    return extra
+
+
 def render_memory_file(memory: MemoryRecord) -> str:
     metadata: dict[str, Any] = {
         "name": memory.name,
@@ -68,10 +77,7 @@ def render_memory_file(memory: MemoryRecord) -> str:
     for key, value in memory.extra.items():
         if key not in MODELED_KEYS:
             metadata[key] = value
-    # Claude Code keeps the type under `metadata:`; keep that copy truthful too.
-    nested = metadata.get("metadata")
-    if isinstance(nested, dict) and "type" in nested and nested["type"] != memory.type:
-        metadata["metadata"] = {**nested, "type": memory.type}
+    metadata.update(synced_extra(memory.extra, memory.type))
     post = frontmatter.Post(memory.body)
     post.metadata = metadata
     # libyaml escapes characters beyond the BMP (emoji); the pure-Python dumper writes them

@@ -16,10 +16,11 @@ from typing import Any
 
 from memstore.errors import FileProblem, ImportFailed, ImportRejected, InvalidMemory
 from memstore.export_state import FileState, directory_key, load_records, remember_files, sha256
-from memstore.files import INDEX_FILE_NAME, UnreadableFile, parse_memory_text
+from memstore.files import INDEX_FILE_NAME, UnreadableFile, parse_memory_text, synced_extra
 from memstore.models import MemoryRecord
 from memstore.store import MemoryStore
 from memstore.validation import (
+    DESCRIPTION_MAX_LENGTH,
     TYPES,
     check_body,
     check_description,
@@ -61,11 +62,17 @@ class ImportReport:
     run_id: str | None = None
 
 
-def memory_paths(directory: Path) -> list[str]:
+def memory_paths(directory: Path, problems: list[FileProblem] | None = None) -> list[str]:
     """Markdown files below `directory` as sorted relative paths; hidden folders and index
-    files left out."""
+    files left out. Folders that cannot be read are added to `problems`."""
     found: list[str] = []
-    for root, folders, files in os.walk(directory):
+
+    def unreadable(error: OSError) -> None:
+        if problems is not None:
+            where = os.path.relpath(error.filename or directory, directory)
+            problems.append(FileProblem(where, f"cannot read folder: {error.strerror}"))
+
+    for root, folders, files in os.walk(directory, onerror=unreadable):
         folders[:] = [f for f in folders if not f.startswith(".")]
         prefix = os.path.relpath(root, directory)
         prefix = "" if prefix == "." else prefix.replace(os.sep, "/") + "/"
@@ -82,9 +89,9 @@ def read_folder(
 ) -> tuple[list[ImportItem], list[FileProblem]]:
     if not directory.is_dir():
         raise ImportFailed(f"no such folder: {directory}")
-    paths = memory_paths(directory)
-    items: list[ImportItem] = []
     problems: list[FileProblem] = []
+    paths = memory_paths(directory, problems)
+    items: list[ImportItem] = []
     for done, relative in enumerate(paths, 1):
         try:
             items.append(read_memory_file(directory / relative, relative, default_type))
@@ -164,6 +171,9 @@ def _memory_type(
 def _description(given: Any, body: str, notes: list[str]) -> str:
     if given is not None and not isinstance(given, str):
         given = str(given)
+    if isinstance(given, str) and len(given.strip()) > DESCRIPTION_MAX_LENGTH:
+        notes.append(f"description is over {DESCRIPTION_MAX_LENGTH:,} characters; cut it")
+        given = given.strip()[: DESCRIPTION_MAX_LENGTH - 1].rstrip() + "…"
     if isinstance(given, str) and given.strip():
         lines = given.strip().splitlines()
         if len(lines) > 1:
@@ -208,6 +218,8 @@ def _make_names_unique(items: list[ImportItem]) -> None:
 
 
 def _changes(item: ImportItem, memory: MemoryRecord) -> dict[str, Any]:
+    if item.extra == synced_extra(memory.extra, memory.type):
+        item.extra = memory.extra  # what export wrote, not a change
     wanted = {
         "type": item.type,
         "description": item.description,

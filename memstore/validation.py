@@ -18,8 +18,11 @@ NAME_MAX_LENGTH = 64
 DESCRIPTION_MAX_LENGTH = 1_000
 BODY_MAX_BYTES = 100_000
 # Device names that Windows refuses as file stems, whatever the extension.
+# "memory" would be MEMORY.md, the index, on case-insensitive file systems.
 RESERVED_NAMES = frozenset(
-    ["con", "prn", "aux", "nul"] + [f"com{i}" for i in range(10)] + [f"lpt{i}" for i in range(10)]
+    ["memory", "con", "prn", "aux", "nul"]
+    + [f"com{i}" for i in range(10)]
+    + [f"lpt{i}" for i in range(10)]
 )
 TYPES = tuple(t.value for t in MemoryType)
 

@@ -175,3 +175,10 @@ def test_readme_audit_queries_run(memctl: MemctlRunner, tmp_path: Path) -> None:
     for block in blocks:
         assert connection.execute(block).fetchall(), block
     connection.close()
+
+
+def test_sql_cannot_create_files(memctl: MemctlRunner, tmp_path: Path) -> None:
+    add_tabs(memctl)
+    for statement in (f"ATTACH '{tmp_path}/x.db' AS x", f"VACUUM INTO '{tmp_path}/y.db'"):
+        assert_one_line_error(memctl("sql", statement), "authorization denied")
+    assert not (tmp_path / "x.db").exists() and not (tmp_path / "y.db").exists()

@@ -730,3 +730,27 @@ def test_edit_in_file_after_export_is_imported_and_export_settles(
     assert export_memories(store, out).written == ["foo.md", "MEMORY.md"]  # now canonical
     assert (out / "foo.md").read_text().endswith("---\n\nfoo body\n")
     assert import_memories(store, out).updated == []
+
+
+def test_changed_type_round_trips_through_claude_code_metadata(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    write(
+        tmp_path / "in" / "x.md",
+        "---\nname: x\ndescription: d\nmetadata:\n  type: project\n  node_type: memory\n---\nb\n",
+    )
+    import_memories(store, tmp_path / "in")
+    store.update("x", type="feedback")
+    export_memories(store, tmp_path / "out")
+    assert "  type: feedback\n" in (tmp_path / "out" / "x.md").read_text()
+    report = import_memories(store, tmp_path / "out")
+    assert report.updated == [] and report.unchanged == ["x"]
+
+
+def test_overlong_description_is_cut_with_a_note(store: MemoryStore, tmp_path: Path) -> None:
+    write(
+        tmp_path / "in" / "x.md", f"---\nname: x\ntype: user\ndescription: {'w' * 1500}\n---\nb\n"
+    )
+    report = import_memories(store, tmp_path / "in")
+    assert len(store.get("x").description) == 1000
+    assert any("cut it" in note for note in report.notes)
