@@ -182,3 +182,22 @@ def test_sql_cannot_create_files(memctl: MemctlRunner, tmp_path: Path) -> None:
     for statement in (f"ATTACH '{tmp_path}/x.db' AS x", f"VACUUM INTO '{tmp_path}/y.db'"):
         assert_one_line_error(memctl("sql", statement), "authoriz")
     assert not (tmp_path / "x.db").exists() and not (tmp_path / "y.db").exists()
+
+
+def test_invalid_editor_text_is_kept_and_nothing_changes(
+    memctl: MemctlRunner, tmp_path: Path
+) -> None:
+    add_tabs(memctl)
+    editor = tmp_path / "editor.py"
+    editor.write_text(
+        "import sys, pathlib\n"
+        "p = pathlib.Path(sys.argv[1])\n"
+        "p.write_text(p.read_text().replace('type: user', 'type: preference'))\n"
+    )
+    done = memctl(
+        "edit", "user-preference-tabs", env={"EDITOR": f"{sys.executable} {editor}", "VISUAL": ""}
+    )
+    assert_one_line_error(done, "invalid type")
+    kept = Path(done.stderr.strip().rsplit("kept in ", 1)[1])
+    assert "type: preference" in kept.read_text()
+    assert json.loads(memctl("show", "user-preference-tabs", "--json").stdout)["type"] == "user"

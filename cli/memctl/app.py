@@ -22,6 +22,7 @@ from memctl.render import (
     print_table,
 )
 from memstore.errors import InvalidMemory, MemstoreError
+from memstore.models import MemoryRecord
 from memstore.store import MemoryStore
 
 DEFAULT_DIRECTORY = ".memory"
@@ -139,47 +140,62 @@ def edit(
                 "description": description,
                 "body": body,
             }
+            with store.transaction() as tx:
+                memory = tx.get(name)
+                updated = tx.update(memory, **fields)
         else:
-            fields = _edit_in_editor(store, name)
-        with store.transaction() as tx:
-            memory = tx.get(name)
-            updated = tx.update(memory, **fields)
+            memory, updated = _edit_in_editor(store, name)
     _err(f"updated {updated.name}" if updated is not memory else f"no changes to {name}")
 
 
-def _edit_in_editor(store: MemoryStore, name: str) -> dict[str, Any]:
+def _edit_in_editor(store: MemoryStore, name: str) -> tuple[MemoryRecord, MemoryRecord]:
+    """Edit the canonical text in $VISUAL/$EDITOR and apply it. The edited text is kept
+    (and its path printed) whenever it cannot be applied, so no typing is lost."""
     import subprocess
     import tempfile
 
-    from memstore.files import UnreadableFile, parse_memory_text, render_memory_file
+    from memstore.files import (
+        UnreadableFile,
+        parse_memory_text,
+        render_memory_file,
+    )
 
-    memory = store.get(name)
+    opened = store.get(name)
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
-    with tempfile.TemporaryDirectory(prefix="memctl-") as folder:
-        path = Path(folder, f"{name}.md")
-        path.write_text(render_memory_file(memory), encoding="utf-8")
-        try:
-            completed = subprocess.run([*shlex.split(editor), str(path)], check=False)
-        except (OSError, ValueError) as error:
-            fail(f"cannot run editor {editor!r}: {getattr(error, 'strerror', None) or error}")
-        if completed.returncode != 0:
-            fail(f"editor {editor!r} exited with status {completed.returncode}; nothing changed")
-        try:
-            parsed = parse_memory_text(path.read_text(encoding="utf-8"))
-        except (UnreadableFile, UnicodeDecodeError) as error:
-            fail(f"edited text is not a memory file: {error}; nothing changed")
-    metadata = parsed.metadata
-    for key in ("name", "type", "description"):
-        if not isinstance(metadata.get(key), str):
-            raise InvalidMemory(key, "must be present in the frontmatter as text")
-    extra = {k: v for k, v in metadata.items() if k not in ("name", "type", "description")}
-    return {
-        "name": metadata["name"],
-        "type": metadata["type"],
-        "description": metadata["description"],
-        "body": parsed.body,
-        "extra": extra,
-    }
+    folder = Path(tempfile.mkdtemp(prefix="memctl-edit-"))
+    path = folder / f"{name}.md"
+    path.write_text(render_memory_file(opened), encoding="utf-8")
+    try:
+        completed = subprocess.run([*shlex.split(editor), str(path)], check=False)
+    except (OSError, ValueError) as error:
+        fail(f"cannot run editor {editor!r}: {getattr(error, 'strerror', None) or error}")
+    if completed.returncode != 0:
+        fail(f"editor {editor!r} exited with status {completed.returncode}; nothing changed")
+    try:
+        parsed = parse_memory_text(path.read_text(encoding="utf-8"))
+        metadata = parsed.metadata
+        for key in ("name", "type", "description"):
+            if not isinstance(metadata.get(key), str):
+                raise InvalidMemory(key, "must be present in the frontmatter as text")
+        with store.transaction() as tx:
+            memory = tx.get(name)
+            if memory.version != opened.version:
+                fail(f"{name} changed while you were editing; your text is kept in {path}")
+            updated = tx.update(
+                memory,
+                name=metadata["name"],
+                type=metadata["type"],
+                description=metadata["description"],
+                body=parsed.body,
+                extra={
+                    k: v for k, v in metadata.items() if k not in ("name", "type", "description")
+                },
+            )
+    except (UnreadableFile, UnicodeDecodeError, MemstoreError) as error:
+        fail(f"{error}; nothing changed, your text is kept in {path}")
+    path.unlink()
+    folder.rmdir()
+    return memory, updated
 
 
 @app.command("rm")
