@@ -106,3 +106,28 @@ def test_up_to_date_database_opens_without_alembic_or_anthropic(tmp_path: Path) 
     assert "memctl.app" in modules
     assert "alembic" not in modules
     assert "anthropic" not in modules
+
+
+def test_upgrade_from_0001_segments_existing_chinese_memories(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    with MemoryStore(db) as store:
+        store.create("docker-build", "project", "镜像在 CI 里构建", "本地不要推送镜像")
+    engine = create_sqlite_engine(db)
+    config = alembic_config()
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, "0001")
+    engine.dispose()
+    with MemoryStore(db) as store:  # opening upgrades to head and rebuilds the index
+        assert [h.memory.name for h in store.search("推送")] == ["docker-build"]
+
+
+def test_plain_sqlite3_can_search_the_index(store: MemoryStore) -> None:
+    store.create("deploy", "project", "How we deploy", "Run the release workflow.")
+    connection = sqlite3.connect(store.path)
+    rows = connection.execute(
+        "SELECT memory.name FROM memory_fts JOIN memory ON memory.id = memory_fts.rowid "
+        "WHERE memory_fts MATCH 'workflow'"
+    ).fetchall()
+    connection.close()
+    assert rows == [("deploy",)]

@@ -1,8 +1,9 @@
 """Index segmented text: Han runs become overlapping bigrams, via the memstore_segment function.
 
-The FTS5 index now reads its content through the view memory_fts_source, which applies
-memstore_segment (registered by memstore on every connection) to name, description and
-body; the triggers apply it to what they index. Existing indexes are rebuilt.
+The FTS5 table now keeps its own copy of the segmented name, description and body (rather
+than reading them from live_memory), so plain sqlite3 can still search it; the triggers
+segment with memstore_segment, which memstore registers on every connection. Writes to
+`memory` therefore go through memstore, which also records them in history.
 
 Revision ID: 0002
 Revises: 0001
@@ -19,45 +20,12 @@ branch_labels = None
 depends_on = None
 
 TRIGGERS = ("memory_fts_after_insert", "memory_fts_after_update", "memory_fts_after_delete")
+COLUMNS = ("name", "description", "body")
+TOKENIZE = "tokenize = 'porter unicode61 remove_diacritics 2'"
 
 
-def _create_index(source_view: str, wrap: str) -> None:
-    """The FTS table over `source_view`, and triggers indexing `wrap % column` values."""
-
-    def value(row: str, column: str) -> str:
-        return wrap.format(f"{row}.{column}")
-
-    def values(row: str) -> str:
-        return ", ".join(value(row, c) for c in ("name", "description", "body"))
-
-    op.execute(
-        "CREATE VIRTUAL TABLE memory_fts USING fts5(name, description, body, "
-        f"content = '{source_view}', content_rowid = 'id', "
-        "tokenize = 'porter unicode61 remove_diacritics 2')"
-    )
-    op.execute(
-        "CREATE TRIGGER memory_fts_after_insert AFTER INSERT ON memory "
-        "WHEN new.deleted_at IS NULL BEGIN "
-        "INSERT INTO memory_fts (rowid, name, description, body) "
-        f"VALUES (new.id, {values('new')}); "
-        "END"
-    )
-    op.execute(
-        "CREATE TRIGGER memory_fts_after_update AFTER UPDATE ON memory BEGIN "
-        "INSERT INTO memory_fts (memory_fts, rowid, name, description, body) "
-        f"SELECT 'delete', old.id, {values('old')} WHERE old.deleted_at IS NULL; "
-        "INSERT INTO memory_fts (rowid, name, description, body) "
-        f"SELECT new.id, {values('new')} WHERE new.deleted_at IS NULL; "
-        "END"
-    )
-    op.execute(
-        "CREATE TRIGGER memory_fts_after_delete AFTER DELETE ON memory "
-        "WHEN old.deleted_at IS NULL BEGIN "
-        "INSERT INTO memory_fts (memory_fts, rowid, name, description, body) "
-        f"VALUES ('delete', old.id, {values('old')}); "
-        "END"
-    )
-    op.execute("INSERT INTO memory_fts (memory_fts) VALUES ('rebuild')")
+def _segmented(row: str) -> str:
+    return ", ".join(f"memstore_segment({row}.{column})" for column in COLUMNS)
 
 
 def _drop_index() -> None:
@@ -68,15 +36,58 @@ def _drop_index() -> None:
 
 def upgrade() -> None:
     _drop_index()
+    op.execute(f"CREATE VIRTUAL TABLE memory_fts USING fts5(name, description, body, {TOKENIZE})")
     op.execute(
-        "CREATE VIEW memory_fts_source AS SELECT id, memstore_segment(name) AS name, "
-        "memstore_segment(description) AS description, memstore_segment(body) AS body "
-        "FROM memory WHERE deleted_at IS NULL"
+        "INSERT INTO memory_fts (rowid, name, description, body) "
+        f"SELECT memory.id, {_segmented('memory')} FROM memory WHERE deleted_at IS NULL"
     )
-    _create_index("memory_fts_source", "memstore_segment({})")
+    op.execute(
+        "CREATE TRIGGER memory_fts_after_insert AFTER INSERT ON memory "
+        "WHEN new.deleted_at IS NULL BEGIN "
+        "INSERT INTO memory_fts (rowid, name, description, body) "
+        f"VALUES (new.id, {_segmented('new')}); "
+        "END"
+    )
+    op.execute(
+        "CREATE TRIGGER memory_fts_after_update AFTER UPDATE ON memory BEGIN "
+        "DELETE FROM memory_fts WHERE rowid = old.id; "
+        "INSERT INTO memory_fts (rowid, name, description, body) "
+        f"SELECT new.id, {_segmented('new')} WHERE new.deleted_at IS NULL; "
+        "END"
+    )
+    op.execute(
+        "CREATE TRIGGER memory_fts_after_delete AFTER DELETE ON memory BEGIN "
+        "DELETE FROM memory_fts WHERE rowid = old.id; "
+        "END"
+    )
 
 
 def downgrade() -> None:
+    """Back to 0001's index: unsegmented, external content over live_memory."""
     _drop_index()
-    op.execute("DROP VIEW memory_fts_source")
-    _create_index("live_memory", "{}")
+    op.execute(
+        "CREATE VIRTUAL TABLE memory_fts USING fts5(name, description, body, "
+        f"content = 'live_memory', content_rowid = 'id', {TOKENIZE})"
+    )
+    values = "name, description, body"
+    op.execute(
+        "CREATE TRIGGER memory_fts_after_insert AFTER INSERT ON memory "
+        "WHEN new.deleted_at IS NULL BEGIN "
+        f"INSERT INTO memory_fts (rowid, {values}) "
+        "VALUES (new.id, new.name, new.description, new.body); END"
+    )
+    op.execute(
+        "CREATE TRIGGER memory_fts_after_update AFTER UPDATE ON memory BEGIN "
+        f"INSERT INTO memory_fts (memory_fts, rowid, {values}) "
+        "SELECT 'delete', old.id, old.name, old.description, old.body "
+        "WHERE old.deleted_at IS NULL; "
+        f"INSERT INTO memory_fts (rowid, {values}) "
+        "SELECT new.id, new.name, new.description, new.body WHERE new.deleted_at IS NULL; END"
+    )
+    op.execute(
+        "CREATE TRIGGER memory_fts_after_delete AFTER DELETE ON memory "
+        "WHEN old.deleted_at IS NULL BEGIN "
+        f"INSERT INTO memory_fts (memory_fts, rowid, {values}) "
+        "VALUES ('delete', old.id, old.name, old.description, old.body); END"
+    )
+    op.execute("INSERT INTO memory_fts (memory_fts) VALUES ('rebuild')")
