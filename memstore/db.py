@@ -114,6 +114,7 @@ def stored_revision(engine: Engine) -> str | None:
 def open_database(path: Path) -> Engine:
     """An engine on an up-to-date database, creating or migrating it as needed."""
     path = Path(path)
+    engine: Engine | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         engine = create_sqlite_engine(path)
@@ -121,10 +122,15 @@ def open_database(path: Path) -> Engine:
             from memstore.migrate import upgrade_to_head  # imports Alembic: only when needed
 
             upgrade_to_head(writer(engine), str(path))
-    except DatabaseError as error:  # includes "file is not a database"
-        raise StoreUnavailable(f"cannot open database {path}: {error.orig}") from error
-    except OSError as error:
-        raise StoreUnavailable(f"cannot open database {path}: {error.strerror or error}") from error
+    except BaseException as error:
+        if engine is not None:
+            engine.dispose()
+        if isinstance(error, DatabaseError):  # includes "file is not a database"
+            raise StoreUnavailable(f"cannot open database {path}: {error.orig}") from error
+        if isinstance(error, OSError):
+            reason = error.strerror or error
+            raise StoreUnavailable(f"cannot open database {path}: {reason}") from error
+        raise
     return engine
 
 

@@ -114,7 +114,9 @@ def parse_memory_text(text: str) -> ParsedFile:
         if metadata is None:
             metadata = yaml.load(front, Loader=_TextLoader)
     except yaml.YAMLError as error:
-        metadata = _read_lenient_yaml(front)
+        metadata = _read_requoted_yaml(front)
+        if metadata is None:
+            metadata = _read_lenient_yaml(front)
         if metadata is None:
             problem = str(error).splitlines()[0]
             raise UnreadableFile(f"frontmatter is not readable YAML ({problem})") from None
@@ -158,6 +160,27 @@ def _read_plain_frontmatter(front: str) -> dict[str, Any] | None:
             return None
         metadata[key] = value
     return metadata or None
+
+
+_UNQUOTED_VALUE = re.compile(r"^([A-Za-z_][\w.-]*):[ \t]+([^'\"\[{|>&*!].*?)[ \t]*$")
+
+
+def _read_requoted_yaml(front: str) -> dict[str, Any] | None:
+    """Strict YAML again after quoting the top-level values that people write unquoted but
+    YAML cannot read, such as `description: Rule: never push to main`. Lists, nesting and
+    typed values elsewhere in the frontmatter read as YAML means them."""
+    lines = []
+    for line in front.split("\n"):
+        match = _UNQUOTED_VALUE.match(line)
+        if match and (": " in match.group(2) or " #" in match.group(2)):
+            key, value = match.groups()
+            line = f"{key}: '{value.replace(chr(39), chr(39) * 2)}'"
+        lines.append(line)
+    try:
+        metadata = yaml.load("\n".join(lines), Loader=_TextLoader)
+    except yaml.YAMLError:
+        return None
+    return metadata if isinstance(metadata, dict) else None
 
 
 _KEY_LINE = re.compile(r"^([A-Za-z_][\w.-]*)\s*:(?:\s+(.*?))?\s*$")

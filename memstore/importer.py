@@ -48,6 +48,8 @@ class ImportItem:
     notes: list[str] = field(default_factory=list)
     # The file as read: to compare with what export last wrote there.
     sha256: str = ""
+    # False when the name was derived (from the file name or text), not given in the file.
+    name_declared: bool = True
 
 
 @dataclass
@@ -137,6 +139,7 @@ def read_memory_file(path: Path, relative: str, default_type: str | None) -> Imp
         extra,
         notes,
         sha256(raw),
+        name_declared=name == given,
     )
 
 
@@ -203,8 +206,10 @@ def _name(given: Any, stem: str, extra: dict[str, Any], notes: list[str]) -> str
 
 
 def _make_names_unique(items: list[ImportItem]) -> None:
+    """Give every item its own name. Names given in files claim theirs first, so that adding
+    a file with a derived name never takes the name of a memory another file declares."""
     taken: dict[str, str] = {}
-    for item in items:
+    for item in sorted(items, key=lambda i: not i.name_declared):
         if item.name in taken:
             number = 2
             while with_suffix(item.name, number) in taken:

@@ -754,3 +754,34 @@ def test_overlong_description_is_cut_with_a_note(store: MemoryStore, tmp_path: P
     report = import_memories(store, tmp_path / "in")
     assert len(store.get("x").description) == 1000
     assert any("cut it" in note for note in report.notes)
+
+
+def test_declared_names_claim_theirs_before_derived_ones(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    folder = tmp_path / "notes"
+    write(folder / "b" / "deploy.md", "---\nname: Deploy rules!\ntype: project\n---\nfrom b\n")
+    import_memories(store, folder)
+    assert store.get("deploy").body == "from b"
+    write(folder / "a" / "x.md", "---\nname: deploy\ntype: project\n---\nfrom a\n")
+    report = import_memories(store, folder)
+    # a/x.md declares "deploy"; b's derived name steps aside to deploy-2.
+    assert store.get("deploy").body == "from a"
+    assert store.get("deploy-2").body == "from b"
+    assert any("b/deploy.md" in note and "deploy-2" in note for note in report.notes)
+
+
+def test_unquoted_colon_keeps_the_rest_of_the_yaml(store: MemoryStore, tmp_path: Path) -> None:
+    write(
+        tmp_path / "in" / "x.md",
+        "---\nname: x\ndescription: Rule: never push to main\ntype: feedback\n"
+        "tags: [git, ci]\nmetadata:\n  node_type: memory\n  nested: {a: 1}\n---\nbody\n",
+    )
+    report = import_memories(store, tmp_path / "in")
+    memory = store.get("x")
+    assert memory.description == "Rule: never push to main"
+    assert memory.extra == {
+        "tags": ["git", "ci"],
+        "metadata": {"node_type": "memory", "nested": {"a": 1}},
+    }
+    assert any("not strict YAML" in note for note in report.notes)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -65,13 +66,17 @@ def _line(values: Sequence[str], widths: Sequence[int]) -> str:
     return "  ".join([*padded, values[-1]]).rstrip()
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
 def _cell(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, bytes):
         return value.hex()
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return " ".join(text.split()) if "\n" in text else text
+    # Imported text is untrusted: no control characters (terminal escapes) reach the screen.
+    return " ".join(_CONTROL.sub(" ", text).split())
 
 
 def change_summary(event: MemoryEvent) -> str:
