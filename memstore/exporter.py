@@ -167,9 +167,10 @@ def _plan_file(
         plan.writes[file_name] = content
         return
     new_hash = sha256(content)
-    if record is not None and _same_stat(record, stat):
-        disk_hash = record.sha256
+    if record is not None and _same_stat(record, stat) and record.sha256 == new_hash:
+        disk_hash = record.sha256  # nothing to write; no need to read
     else:
+        # About to overwrite: read what is there, since an edit can keep size and mtime.
         disk_hash = sha256((directory / file_name).read_bytes())
     if disk_hash == new_hash:
         if record is None or not _same_stat(record, stat) or record.sha256 != new_hash:

@@ -155,3 +155,19 @@ def test_a_hand_edited_database_cannot_steer_export_outside_the_folder(
     with pytest.raises(ExportFailed, match="invalid name"):
         export_memories(store, out)
     assert not (tmp_path / "deep" / "escaped.md").exists()
+
+
+def test_hand_edit_that_keeps_size_and_mtime_is_still_caught(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    fill(store, 1)
+    out = tmp_path / "out"
+    export_memories(store, out)
+    path = out / "note-0.md"
+    before = path.stat()
+    path.write_text(path.read_text().replace("body of note 0", "BODY OF NOTE 0"))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    store.update("note-0", body="changed in the database")
+    with pytest.raises(ExportConflict):
+        export_memories(store, out)
+    assert "BODY OF NOTE 0" in path.read_text()
