@@ -71,18 +71,22 @@ def test_database_from_a_newer_memstore_is_refused(tmp_path: Path, memctl: Memct
     ]
 
 
-def test_downgrade_and_upgrade_again(tmp_path: Path) -> None:
-    db = tmp_path / "m.db"
-    with MemoryStore(db) as store:
-        store.create("kept", "user", "survives nothing", "a downgrade to base drops everything")
+def downgrade(db: Path, revision: str) -> None:
     engine = create_sqlite_engine(db)
     config = alembic_config()
     with engine.begin() as connection:
         config.attributes["connection"] = connection
-        command.downgrade(config, "base")
+        command.downgrade(config, revision)
+    engine.dispose()
+
+
+def test_downgrade_and_upgrade_again(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    with MemoryStore(db) as store:
+        store.create("kept", "user", "survives nothing", "a downgrade to base drops everything")
+    downgrade(db, "base")
     tables = {r[0] for r in sqlite3.connect(db).execute("SELECT name FROM sqlite_master")}
     assert "memory" not in tables and "memory_fts" not in tables
-    engine.dispose()
     with MemoryStore(db) as store:  # opening migrates the empty database back up
         store.create("again", "user", "d", "b")
         assert [h.memory.name for h in store.search("again")] == ["again"]
@@ -112,12 +116,7 @@ def test_upgrade_from_0001_segments_existing_chinese_memories(tmp_path: Path) ->
     db = tmp_path / "m.db"
     with MemoryStore(db) as store:
         store.create("docker-build", "project", "镜像在 CI 里构建", "本地不要推送镜像")
-    engine = create_sqlite_engine(db)
-    config = alembic_config()
-    with engine.begin() as connection:
-        config.attributes["connection"] = connection
-        command.downgrade(config, "0001")
-    engine.dispose()
+    downgrade(db, "0001")
     with MemoryStore(db) as store:  # opening upgrades to head and rebuilds the index
         assert [h.memory.name for h in store.search("推送")] == ["docker-build"]
 
