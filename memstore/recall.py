@@ -113,6 +113,8 @@ def keyword_recall(store: MemoryStore, text: str, limit: int = 5) -> list[Search
 MEMORY_MAX_BYTES = 4_096
 BLOCK_MAX_BYTES = 16_384
 SELECTION_MAX_TOKENS = 64
+# Selection runs before every model call of the agent: better a quick fallback than a wait.
+SELECTION_TIMEOUT_S = 15.0
 SELECTION_SYSTEM = (
     "You choose which saved memories a coding agent should see before answering the user. "
     "Reply with a JSON array of the indices of the memories that are clearly useful for the "
@@ -155,6 +157,7 @@ def recall(
                 system=SELECTION_SYSTEM,
                 prompt=selection_prompt(text, [(m.name, m.description) for m in catalog]),
                 max_tokens=SELECTION_MAX_TOKENS,
+                timeout=SELECTION_TIMEOUT_S,
             )
             indices = parse_indices(reply, len(catalog), max_items)
             return Recall([catalog[i].name for i in indices], "model")

@@ -124,23 +124,17 @@ def test_failures_fall_back_to_keywords_and_say_why(
     assert len(anthropic_server.requests) == 1  # no retry storm before falling back
 
 
-def test_timeout_falls_back(filled: MemoryStore, anthropic_server: AnthropicServer) -> None:
-    from memstore import recall as recall_module
-
+def test_timeout_falls_back(
+    filled: MemoryStore,
+    client: Anthropic,
+    anthropic_server: AnthropicServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("memstore.recall.SELECTION_TIMEOUT_S", 0.5)
     anthropic_server.script(slow_reply(3.0, "[0]"))
-    client = make_client(api_key="k", base_url=anthropic_server.url)
-    assert client is not None
-    original = recall_module.ask_text
-
-    def quick(*args: object, **kwargs: object) -> str:
-        return original(*args, **{**kwargs, "timeout": 0.5})  # type: ignore[arg-type]
-
-    recall_module.ask_text = quick
-    try:
-        result = recall([user("deploy")], store=filled, client=client)
-    finally:
-        recall_module.ask_text = original
-    assert result.path == "keyword" and "did not answer" in result.reason
+    result = recall([user("deploy")], store=filled, client=client)
+    assert result.path == "keyword" and "did not answer within 0.5 s" in result.reason
+    assert result.names == ["project-deploy"]
 
 
 def test_connection_refused_falls_back(filled: MemoryStore) -> None:
