@@ -28,6 +28,11 @@ def query_terms(text: str) -> list[str]:
     return terms[:MAX_TERMS]
 
 
+def in_column(terms: list[str], column: str) -> list[str]:
+    """The same terms, matched in one column only."""
+    return [f"{column} : {term}" for term in terms]
+
+
 def match_expression(terms: list[str], *, any_term: bool = False) -> str:
     """All terms (implicit AND), or any of them (OR)."""
     return (" OR " if any_term else " ").join(terms)
@@ -51,6 +56,22 @@ def ranked_matches(
         ") AS ranked JOIN memory ON memory.id = ranked.rowid ORDER BY ranked.score",
         (expression, limit),
     ).fetchall()
+
+
+def count_matching_terms(
+    connection: sqlite3.Connection, rowid: int, terms: list[str], stop_at: int
+) -> int:
+    """How many of the quoted `terms` the memory `rowid` contains, counting up to `stop_at`."""
+    found = 0
+    for term in terms:
+        row = connection.execute(
+            "SELECT 1 FROM memory_fts WHERE memory_fts MATCH ? AND rowid = ?", (term, rowid)
+        ).fetchone()
+        if row is not None:
+            found += 1
+            if found == stop_at:
+                break
+    return found
 
 
 # -- recall: segmentation and query terms --------------------------------------------------

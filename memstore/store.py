@@ -29,7 +29,12 @@ from memstore.models import (
     run_table,
     utc_now,
 )
-from memstore.search import match_expression, query_terms, ranked_matches
+from memstore.search import (
+    count_matching_terms,
+    match_expression,
+    query_terms,
+    ranked_matches,
+)
 from memstore.validation import check_body, check_description, check_name, check_type
 
 _LIVE = memory_table.c.deleted_at.is_(None)
@@ -433,6 +438,15 @@ class MemoryStore:
     def rank(self, terms: list[str], limit: int) -> list[SearchHit]:
         """Live memories matching any of the quoted FTS5 `terms`, best first (bm25)."""
         return self._ranked(match_expression(terms, any_term=True), None, limit)
+
+    def matching_terms(self, memory_id: int, terms: list[str], stop_at: int) -> int:
+        """How many of the quoted FTS5 `terms` the memory contains, counting up to `stop_at`."""
+        pooled = self.engine.raw_connection()
+        try:
+            connection = cast(sqlite3.Connection, pooled.driver_connection)
+            return count_matching_terms(connection, memory_id, terms, stop_at)
+        finally:
+            pooled.close()
 
     def summaries(self, type: str | None = None) -> list[MemorySummary]:
         """Name, type and description of the live memories, by name: cheaper than memories()."""

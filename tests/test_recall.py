@@ -250,3 +250,22 @@ def test_memctl_recall_offline_and_through_the_model(
     assert fallback.returncode == 0 and "Traceback" not in fallback.stderr
     assert "keyword recall (the model API answered 529: Overloaded)" in fallback.stderr
     assert "project-deploy" in fallback.stdout
+
+
+def test_relevance_floor(store: MemoryStore) -> None:
+    store.create("project-deploy", "project", "Deploys use the release workflow", "Tag it.")
+    store.create("inkwell-msrv", "project", "Minimum supported Rust version is 1.74", "Check it.")
+    # One word in common with a longer message, not in the name: nothing is recalled.
+    assert (
+        select_relevant_memories(
+            [user("explain the difference between String and str in Rust")], store=store
+        )
+        == []
+    )
+    # Two words in common, or one in the name, is enough.
+    assert select_relevant_memories([user("which Rust version do we support?")], store=store) == [
+        "inkwell-msrv"
+    ]
+    assert select_relevant_memories([user("deploying a new build tonight")], store=store) == [
+        "project-deploy"
+    ]
