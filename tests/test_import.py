@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from memstore.errors import ExportConflict, ImportRejected, InvalidMemory
 from memstore.exporter import export_memories
@@ -785,3 +787,66 @@ def test_unquoted_colon_keeps_the_rest_of_the_yaml(store: MemoryStore, tmp_path:
         "metadata": {"node_type": "memory", "nested": {"a": 1}},
     }
     assert any("not strict YAML" in note for note in report.notes)
+
+
+frontmatter_lines = st.sampled_from(
+    [
+        "name: x",
+        "name: Some Free Text",
+        "name: 中文名字",
+        "name:",
+        "type: user",
+        "type: feedback",
+        "type: nonsense",
+        "description: plain words",
+        "description: Rule: with colon",
+        'description: "quoted"',
+        "description: [a, b]",
+        "description: {a: 1}",
+        "metadata:",
+        "  type: project",
+        "  - item",
+        "tags: [x, y",
+        "&anchor key: *anchor",
+        "? complex key",
+        "- list item",
+        "!!binary aGVsbG8=",
+        "key: !!python/object:os.system ls",
+        "\t tab",
+        "---",
+        "...",
+        "%YAML 1.2",
+        "",
+    ]
+)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    lines=st.lists(frontmatter_lines, max_size=8),
+    body=st.text(max_size=40),
+    stem=st.sampled_from(["note", "feedback_x", "中文", "CON", "a b", "x" * 80]),
+)
+def test_any_file_is_imported_or_reported_never_a_crash(
+    store: MemoryStore,
+    tmp_path_factory: pytest.TempPathFactory,
+    lines: list[str],
+    body: str,
+    stem: str,
+) -> None:
+    folder = tmp_path_factory.mktemp("fuzz")
+    (folder / f"{stem}.md").write_text(
+        "---\n" + "\n".join(lines) + "\n---\n" + body, encoding="utf-8"
+    )
+    try:
+        report = import_memories(store, folder, skip_invalid=True)
+    except ImportRejected:
+        pytest.fail("skip_invalid must not reject")
+    for name in report.created + report.updated + report.unchanged:
+        assert_valid_name(name)
+    assert (
+        len(report.created) + len(report.updated) + len(report.unchanged) + len(report.problems)
+        == 1
+    )
