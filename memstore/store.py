@@ -224,8 +224,8 @@ class WriteTransaction:
         if not self.events:
             return
         columns = memory_table.c.keys()
-        existing = [vars_of(m, columns) for i, m in self._changed.items() if i not in self._new_ids]
-        created = [vars_of(m, columns) for i, m in self._changed.items() if i in self._new_ids]
+        existing = [_row_of(m, columns) for i, m in self._changed.items() if i not in self._new_ids]
+        created = [_row_of(m, columns) for i, m in self._changed.items() if i in self._new_ids]
         # Names are unique among live rows, and the final states may swap, free and reuse
         # names in any order: take the touched rows out of the live set first, then write
         # their final states, then the new rows.
@@ -271,7 +271,7 @@ class WriteTransaction:
         )
 
 
-def vars_of(memory: MemoryRecord, columns: Iterable[str]) -> dict[str, Any]:
+def _row_of(memory: MemoryRecord, columns: Iterable[str]) -> dict[str, Any]:
     return {column: getattr(memory, column) for column in columns}
 
 
@@ -420,14 +420,10 @@ class MemoryStore:
     def _ranked(self, expression: str, fallback: str | None, limit: int) -> list[SearchHit]:
         """Hits for `expression`; for `fallback` when there are none."""
         columns = list(memory_table.c.keys())
-        pooled = self.engine.raw_connection()
-        try:
-            connection = cast(sqlite3.Connection, pooled.driver_connection)
+        with self._sqlite() as connection:
             rows = ranked_matches(connection, columns, expression, limit)
             if not rows and fallback is not None and fallback != expression:
                 rows = ranked_matches(connection, columns, fallback, limit)
-        finally:
-            pooled.close()  # back to the pool
         hits = []
         for *values, score in rows:
             fields = dict(zip(columns, values, strict=True))
@@ -441,12 +437,18 @@ class MemoryStore:
 
     def matching_terms(self, memory_id: int, terms: list[str], stop_at: int) -> int:
         """How many of the quoted FTS5 `terms` the memory contains, counting up to `stop_at`."""
+        with self._sqlite() as connection:
+            return count_matching_terms(connection, memory_id, terms, stop_at)
+
+    @contextmanager
+    def _sqlite(self) -> Iterator[sqlite3.Connection]:
+        """A pooled DBAPI connection: FTS queries are single statements, and SQLAlchemy's
+        per-call overhead was most of their latency."""
         pooled = self.engine.raw_connection()
         try:
-            connection = cast(sqlite3.Connection, pooled.driver_connection)
-            return count_matching_terms(connection, memory_id, terms, stop_at)
+            yield cast(sqlite3.Connection, pooled.driver_connection)
         finally:
-            pooled.close()
+            pooled.close()  # back to the pool
 
     def summaries(self, type: str | None = None) -> list[MemorySummary]:
         """Name, type and description of the live memories, by name: cheaper than memories()."""
