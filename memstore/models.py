@@ -67,6 +67,10 @@ class Run(SQLModel, table=True):
     actor: str
     command: str
     started_at: str
+    # The chat session whose extraction wrote this run's events.
+    session_id: str | None = Field(default=None, index=True)
+    # For an undo, the run whose changes this one reverted.
+    undoes: str | None = Field(default=None, index=True)
 
 
 class MemoryEvent(SQLModel, table=True):
@@ -83,6 +87,8 @@ class MemoryEvent(SQLModel, table=True):
     old_value: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
     new_value: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
     created_at: str
+    # A consolidation's deletion: the id of the memory this one was merged into.
+    merged_into: int | None = None
 
 
 class ExportedFile(SQLModel, table=True):

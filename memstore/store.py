@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from sqlalchemy import Connection, RowMapping, bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
@@ -51,6 +51,17 @@ class SearchHit:
     score: float
 
 
+class PendingEvent(NamedTuple):
+    """An event of a transaction, written when it commits."""
+
+    memory_id: int
+    memory_name: str
+    operation: Operation
+    old: dict[str, Any] | None
+    new: dict[str, Any] | None
+    merged_into: int | None = None
+
+
 @dataclass
 class WriteTransaction:
     """The writes of one command, all committed together under one run id, or none at all.
@@ -66,9 +77,10 @@ class WriteTransaction:
     command: str
     now: str
     run_id: str = field(default_factory=lambda: os.urandom(16).hex())  # 128 random bits, as uuid4
-    events: list[tuple[int, str, Operation, dict[str, Any] | None, dict[str, Any] | None]] = field(
-        default_factory=list
-    )
+    # The chat session this transaction belongs to; the run it undoes, for an undo.
+    session_id: str | None = None
+    undoes: str | None = None
+    events: list[PendingEvent] = field(default_factory=list)
     # Final state of every memory this transaction touched, by id; which of them are new.
     _changed: dict[int, MemoryRecord] = field(default_factory=dict)
     _new_ids: set[int] = field(default_factory=set)
@@ -88,12 +100,7 @@ class WriteTransaction:
 
     def find(self, name: str) -> MemoryRecord | None:
         id_ = self._live_names().get(name)
-        if id_ is None:
-            return None
-        if id_ in self._changed:
-            return self._changed[id_]
-        row = self.connection.execute(select(memory_table).where(memory_table.c.id == id_))
-        return _record(row.mappings().one())
+        return None if id_ is None else self.by_id(id_)
 
     def get(self, name: str) -> MemoryRecord:
         memory = self.find(name)
@@ -167,9 +174,17 @@ class WriteTransaction:
             raise MemoryExists(new["name"])
         return self._apply(memory.changed(**new), Operation.UPDATE, memory)
 
-    def delete(self, memory: MemoryRecord) -> MemoryRecord:
+    def delete(
+        self, memory: MemoryRecord, *, merged_into: MemoryRecord | None = None
+    ) -> MemoryRecord:
+        """Soft-delete `memory`; a consolidation says which memory it was merged into."""
         memory = self._current(memory)
-        return self._apply(memory.changed(deleted_at=self.now), Operation.DELETE, memory)
+        return self._apply(
+            memory.changed(deleted_at=self.now),
+            Operation.DELETE,
+            memory,
+            merged_into=None if merged_into is None else merged_into.id,
+        )
 
     def _current(self, memory: MemoryRecord) -> MemoryRecord:
         """This transaction's latest state of `memory`, which must be live."""
@@ -196,6 +211,28 @@ class WriteTransaction:
             raise NothingToRestore(name, "no deleted memory has that name")
         return self._apply(memory.changed(deleted_at=None), Operation.RESTORE, memory)
 
+    def restore_id(self, memory_id: int) -> MemoryRecord:
+        """Bring back one particular deleted memory (an undo knows exactly which)."""
+        memory = self.by_id(memory_id)
+        if memory.deleted_at is None:
+            raise NothingToRestore(memory.name, "it is not deleted")
+        if memory.name in self._live_names():
+            raise NothingToRestore(memory.name, "a memory with that name exists")
+        return self._apply(memory.changed(deleted_at=None), Operation.RESTORE, memory)
+
+    def by_id(self, memory_id: int) -> MemoryRecord:
+        """This transaction's view of a memory, live or deleted."""
+        if memory_id in self._changed:
+            return self._changed[memory_id]
+        row = (
+            self.connection.execute(select(memory_table).where(memory_table.c.id == memory_id))
+            .mappings()
+            .first()
+        )
+        if row is None:
+            raise MemoryNotFound(f"#{memory_id}")
+        return _record(row)
+
     def _allocate_id(self) -> int:
         if self._next_id is None:
             highest = self.connection.execute(select(func.max(memory_table.c.id))).scalar()
@@ -204,7 +241,12 @@ class WriteTransaction:
         return self._next_id - 1
 
     def _apply(
-        self, memory: MemoryRecord, operation: Operation, before: MemoryRecord | None
+        self,
+        memory: MemoryRecord,
+        operation: Operation,
+        before: MemoryRecord | None,
+        *,
+        merged_into: int | None = None,
     ) -> MemoryRecord:
         if before is not None:
             memory = memory.changed(version=before.version + 1, updated_at=self.now)
@@ -216,7 +258,7 @@ class WriteTransaction:
         self._changed[memory.id] = memory
         old = None if before is None or operation is Operation.RESTORE else before.snapshot()
         new = None if operation is Operation.DELETE else memory.snapshot()
-        self.events.append((memory.id, memory.name, operation, old, new))
+        self.events.append(PendingEvent(memory.id, memory.name, operation, old, new, merged_into))
         return memory
 
     def write(self) -> None:
@@ -249,6 +291,8 @@ class WriteTransaction:
                 "actor": self.actor,
                 "command": self.command,
                 "started_at": self.now,
+                "session_id": self.session_id,
+                "undoes": self.undoes,
             },
         )
         insert_rows(
@@ -257,16 +301,17 @@ class WriteTransaction:
             [
                 {
                     "id": None,
-                    "memory_id": memory_id,
-                    "memory_name": name,
-                    "operation": operation.value,
+                    "memory_id": event.memory_id,
+                    "memory_name": event.memory_name,
+                    "operation": event.operation.value,
                     "actor": self.actor,
                     "run_id": self.run_id,
-                    "old_value": old,
-                    "new_value": new,
+                    "old_value": event.old,
+                    "new_value": event.new,
                     "created_at": self.now,
+                    "merged_into": event.merged_into,
                 }
-                for memory_id, name, operation, old, new in self.events
+                for event in self.events
             ],
         )
 
@@ -296,7 +341,12 @@ class MemoryStore:
 
     @contextmanager
     def transaction(
-        self, *, actor: str | None = None, command: str | None = None
+        self,
+        *,
+        actor: str | None = None,
+        command: str | None = None,
+        session_id: str | None = None,
+        undoes: str | None = None,
     ) -> Iterator[WriteTransaction]:
         """One atomic unit of writes: everything in it commits together or not at all."""
         try:
@@ -306,6 +356,8 @@ class MemoryStore:
                     actor or self.actor,
                     self.command if command is None else command,
                     utc_now(),
+                    session_id=session_id,
+                    undoes=undoes,
                 )
                 yield tx
                 tx.write()
