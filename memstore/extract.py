@@ -1,0 +1,279 @@
+"""Extraction: after a turn, ask the model what is worth remembering, and write it safely.
+
+The model sees the end of the turn (the last messages, including the final assistant reply;
+tool calls and results summarised, not dumped) and the memories that exist, and answers with
+a JSON array of {name, type, description, body}. Every item is untrusted: it is validated
+(name made kebab-case, one of the four types, non-empty and capped fields, no secrets) and
+dropped with a logged reason when it fails, never written half. The items that pass are
+written in one transaction; an item whose name exists updates that memory.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from memstore.errors import InvalidMemory
+from memstore.llm import ModelUnavailable, ask_text, json_from_reply, small_model_name
+from memstore.models import MemorySummary
+from memstore.recall import keyword_recall, message_text
+from memstore.secrets import find_secrets
+from memstore.store import MemoryStore
+from memstore.validation import (
+    NAME_MAX_LENGTH,
+    TYPES,
+    check_body,
+    check_description,
+    check_name,
+    name_from_text,
+)
+
+if TYPE_CHECKING:
+    from anthropic import Anthropic
+
+log = logging.getLogger(__name__)
+
+ACTOR = "extraction"
+RECENT_MESSAGES = 10
+MAX_ITEMS_PER_TURN = 5
+# Caps on what the model may store: a memory is a note, not a document.
+ITEM_DESCRIPTION_MAX_CHARS = 200
+ITEM_BODY_MAX_BYTES = 4_096
+# Caps on what the model is shown.
+MESSAGE_MAX_CHARS = 4_000
+TRANSCRIPT_MAX_CHARS = 24_000
+CATALOG_MAX_ENTRIES = 200
+EXTRACTION_MAX_TOKENS = 2_048
+EXTRACTION_TIMEOUT_S = 60.0
+
+EXTRACTION_SYSTEM = """\
+You maintain the long-term memory of a coding agent. Read the end of a conversation between \
+the user and the agent, and decide what is worth remembering in future sessions.
+
+Keep only durable facts that will still matter later:
+- user: the user's preferences, role and way of working ("always use 4 spaces, never tabs").
+- feedback: guidance the user gave on how the agent should work (corrections, confirmations).
+- project: facts about the project that the code does not say (decisions, deadlines, owners).
+- reference: where to find things outside the code (dashboards, tickets, documents).
+Do not keep what is temporary, what the code or git history already says, or this turn's task.
+
+Never keep secrets: no API keys, tokens, passwords, private keys or connection strings with \
+credentials. If one matters, remember only where it is kept (for example "the key is in .env").
+
+The existing memories are listed. If something new changes or extends one of them, reuse its \
+exact name and give its full new description and body; do not create a second memory on the \
+same subject.
+
+Reply with a JSON array only, at most {max_items} items, each \
+{{"name": "kebab-case-name", "type": "user|feedback|project|reference", \
+"description": "one line", "body": "the memory in a few sentences"}}. \
+Reply [] when nothing is worth remembering, which is the usual case."""
+
+
+@dataclass
+class Extraction:
+    """What one extraction did."""
+
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    # Items the model proposed that were not written, each with why.
+    dropped: list[str] = field(default_factory=list)
+    # Why the model was not asked or its answer was unusable ("" when it answered).
+    failure: str = ""
+    run_id: str | None = None
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.created or self.updated)
+
+
+@dataclass(frozen=True)
+class ProposedMemory:
+    name: str
+    type: str
+    description: str
+    body: str
+
+
+def extract_memories(
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    store: MemoryStore,
+    client: Anthropic | None,
+    session_id: str | None = None,
+    model: str | None = None,
+    max_items: int = MAX_ITEMS_PER_TURN,
+) -> Extraction:
+    """Learn from the end of a conversation; never raises for a model failure (it is
+    logged and reported in `Extraction.failure`)."""
+    transcript = render_transcript(messages[-RECENT_MESSAGES:])
+    if not transcript.strip():
+        return Extraction(failure="nothing to learn from")
+    if client is None:
+        return Extraction(failure="no model client")
+    catalog = catalog_for(store, transcript)
+    try:
+        reply = ask_text(
+            client,
+            model=model or small_model_name(),
+            system=EXTRACTION_SYSTEM.format(max_items=max_items),
+            prompt=extraction_prompt(transcript, catalog),
+            max_tokens=EXTRACTION_MAX_TOKENS,
+            timeout=EXTRACTION_TIMEOUT_S,
+        )
+        raw_items = json_from_reply(reply, list)
+    except (ModelUnavailable, ValueError) as error:
+        log.warning("extraction: nothing learnt (%s)", error)
+        return Extraction(failure=str(error))
+    result = Extraction()
+    items = validate_items(raw_items, max_items, result.dropped)
+    for reason in result.dropped:
+        log.warning("extraction: dropped %s", reason)
+    if not items:
+        return result
+    command = "chat extraction" + (f" (session {session_id})" if session_id else "")
+    with store.transaction(actor=ACTOR, command=command, session_id=session_id) as tx:
+        for item in items:
+            existing = tx.find(item.name)
+            if existing is None:
+                tx.create(item.name, item.type, item.description, item.body)
+                result.created.append(item.name)
+            elif (
+                tx.update(existing, type=item.type, description=item.description, body=item.body)
+                is not existing
+            ):
+                result.updated.append(item.name)
+        result.run_id = tx.run_id if tx.events else None
+    return result
+
+
+def validate_items(
+    raw_items: list[Any], max_items: int, dropped: list[str]
+) -> list[ProposedMemory]:
+    """The model's items that are safe to write; the others are described in `dropped`."""
+    kept: list[ProposedMemory] = []
+    for position, raw in enumerate(raw_items):
+        label = f"item {position}"
+        if isinstance(raw, dict) and isinstance(raw.get("name"), str):
+            label += f" ({raw['name'][:NAME_MAX_LENGTH]!r})"
+        if len(kept) == max_items:
+            dropped.append(f"{label}: more than {max_items} items in one turn")
+            continue
+        try:
+            item = proposed_memory(raw)
+        except InvalidMemory as error:
+            dropped.append(f"{label}: {error}")
+            continue
+        if any(other.name == item.name for other in kept):
+            dropped.append(f"{label}: a second item named {item.name!r}")
+            continue
+        kept.append(item)
+    return kept
+
+
+def proposed_memory(raw: Any) -> ProposedMemory:
+    """One answer item as a memory, or InvalidMemory saying what is wrong with it."""
+    if not isinstance(raw, dict):
+        raise InvalidMemory("item", f"must be an object, got {type(raw).__name__}")
+    fields: dict[str, str] = {}
+    for key in ("name", "type", "description", "body"):
+        value = raw.get(key)
+        if not isinstance(value, str) or not value.strip():
+            raise InvalidMemory(key, "must be a non-empty string")
+        fields[key] = value
+    kind = fields["type"].strip().lower()
+    if kind not in TYPES:
+        raise InvalidMemory("type", f"must be one of {', '.join(TYPES)}, got {fields['type']!r}")
+    if len(fields["description"]) > ITEM_DESCRIPTION_MAX_CHARS:
+        raise InvalidMemory(
+            "description", f"must be at most {ITEM_DESCRIPTION_MAX_CHARS} characters"
+        )
+    if len(fields["body"].encode("utf-8", "surrogatepass")) > ITEM_BODY_MAX_BYTES:
+        raise InvalidMemory("body", f"must be at most {ITEM_BODY_MAX_BYTES:,} bytes")
+    for key, value in fields.items():
+        secrets = find_secrets(value)
+        if secrets:
+            raise InvalidMemory(key, f"contains what looks like a secret ({secrets[0].kind})")
+    return ProposedMemory(
+        name=safe_name(fields["name"]),
+        type=kind,
+        description=check_description(fields["description"]),
+        body=check_body(fields["body"]),
+    )
+
+
+def safe_name(proposed: str) -> str:
+    """The model's name if it is valid, else a kebab-case name made from it."""
+    try:
+        return check_name(proposed)
+    except InvalidMemory:
+        return name_from_text(proposed)
+
+
+def render_transcript(messages: Sequence[Mapping[str, Any]]) -> str:
+    """The conversation as plain text: what was said, and one line per tool call or result."""
+    lines: list[str] = []
+    for message in messages:
+        role = str(message.get("role", "?"))
+        for part in _message_parts(message):
+            lines.append(f"{role}: {_cut_middle(part, MESSAGE_MAX_CHARS)}")
+    transcript = "\n\n".join(lines)
+    # The end of the turn matters most: keep it when the whole does not fit.
+    return transcript[-TRANSCRIPT_MAX_CHARS:]
+
+
+def _message_parts(message: Mapping[str, Any]) -> list[str]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [content] if content.strip() else []
+    parts: list[str] = []
+    if not isinstance(content, Sequence):
+        return parts
+    for block in content:
+        if not isinstance(block, Mapping):
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            text = str(block.get("text", ""))
+            if text.strip():
+                parts.append(text)
+        elif kind == "tool_use":
+            arguments = json.dumps(block.get("input", {}), ensure_ascii=False)
+            parts.append(f"[called {block.get('name', 'a tool')}: {arguments[:160]}]")
+        elif kind == "tool_result":
+            result = message_text({"content": block.get("content", "")})
+            status = "failed" if block.get("is_error") else "returned"
+            parts.append(f"[the tool {status} {len(result):,} characters]")
+    return parts
+
+
+def _cut_middle(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n[… {len(text) - limit:,} characters left out …]\n{text[-half:]}"
+
+
+def catalog_for(store: MemoryStore, transcript: str) -> list[MemorySummary]:
+    """The existing memories to show the model: all of them, or when there are too many, the
+    ones the conversation is about first."""
+    summaries = store.summaries()
+    if len(summaries) <= CATALOG_MAX_ENTRIES:
+        return summaries
+    related = [hit.memory.name for hit in keyword_recall(store, transcript, 50)]
+    by_name = {summary.name: summary for summary in summaries}
+    chosen = [by_name[name] for name in related if name in by_name]
+    chosen_names = set(related)
+    chosen += [s for s in summaries if s.name not in chosen_names]
+    return chosen[:CATALOG_MAX_ENTRIES]
+
+
+def extraction_prompt(transcript: str, catalog: Sequence[MemorySummary]) -> str:
+    existing = "\n".join(f"- {m.name} ({m.type}): {m.description}" for m in catalog)
+    return (
+        f"Existing memories:\n{existing or '(none yet)'}\n\n"
+        f"The end of the conversation:\n<conversation>\n{transcript}\n</conversation>"
+    )

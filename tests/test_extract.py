@@ -1,0 +1,221 @@
+"""Extraction through the real anthropic client against the scripted local server: what the
+model is shown, what is written, and what hostile answers cannot do."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from anthropic import Anthropic
+
+from memstore.exporter import export_memories
+from memstore.extract import (
+    MAX_ITEMS_PER_TURN,
+    extract_memories,
+    render_transcript,
+)
+from memstore.store import MemoryStore
+from tests.anthropic_server import AnthropicServer, error_reply, text_reply
+
+PREFERENCE = {
+    "name": "user-indentation",
+    "type": "user",
+    "description": "Always 4 spaces, never tabs",
+    "body": "The user wants Python indented with 4 spaces and never tab characters.",
+}
+
+
+def turn(user_text: str, reply: str) -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": user_text},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Let me look."},
+                {"type": "tool_use", "id": "t1", "name": "read_file", "input": {"path": "a.py"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x = 1\n" * 500}],
+        },
+        {"role": "assistant", "content": [{"type": "text", "text": reply}]},
+    ]
+
+
+def live(store: MemoryStore) -> dict[str, tuple[str, str, str]]:
+    return {m.name: (m.type, m.description, m.body) for m in store.memories()}
+
+
+def test_a_stated_preference_becomes_a_user_memory(
+    store: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+) -> None:
+    anthropic_server.script(text_reply(json.dumps([PREFERENCE])))
+    messages = turn("always use 4 spaces, never tabs", "FINAL-REPLY: noted, 4 spaces from now on.")
+    result = extract_memories(messages, store=store, client=client, session_id="s-1")
+
+    assert result.created == ["user-indentation"] and not result.dropped
+    assert live(store)["user-indentation"][0] == "user"
+    (request,) = anthropic_server.requests
+    prompt = request["messages"][0]["content"]
+    # The final assistant reply is part of what the model reads (the seed missed it) ...
+    assert "FINAL-REPLY: noted" in prompt
+    assert "always use 4 spaces, never tabs" in prompt
+    # ... and tool traffic is summarised, not dumped.
+    assert "[called read_file:" in prompt and "x = 1\nx = 1" not in prompt
+    assert "the tool returned 3,000 characters" in prompt
+    assert "secret" in request["system"].lower()
+    # The event records the actor and the chat session.
+    (event,) = store.history("user-indentation")
+    assert event.actor == "extraction"
+    run = store.run(event.run_id)
+    assert run is not None and run.session_id == "s-1"
+
+
+def test_a_changed_preference_updates_the_memory_instead_of_adding_a_twin(
+    store: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+) -> None:
+    store.create(**PREFERENCE)
+    changed = {**PREFERENCE, "description": "Always 2 spaces, never tabs", "body": "2 spaces."}
+    anthropic_server.script(text_reply(f"Here you go:\n```json\n{json.dumps([changed])}\n```"))
+    result = extract_memories(
+        turn("actually, use 2 spaces from now on", "OK, 2 spaces."), store=store, client=client
+    )
+    assert result.updated == ["user-indentation"] and result.created == []
+    assert live(store) == {"user-indentation": ("user", "Always 2 spaces, never tabs", "2 spaces.")}
+    prompt = anthropic_server.requests[0]["messages"][0]["content"]
+    assert "- user-indentation (user): Always 4 spaces, never tabs" in prompt
+    assert [e.operation for e in store.history("user-indentation")] == ["create", "update"]
+
+
+SECRET_TEXTS = [
+    "sk-ant-api03-" + "A1b2C3d4E5" * 8,
+    "AKIAIOSFODNN7EXAMPLE",
+    "ghp_" + "a1B2c3D4e5" * 4,
+    "xoxb-123456789012-abcdefghijkl",
+    "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n"
+    "-----END OPENSSH PRIVATE KEY-----",
+    "postgres://admin:hunter2secret@db.internal:5432/app",
+]
+
+
+@pytest.mark.parametrize("secret", SECRET_TEXTS)
+def test_secrets_in_the_conversation_are_never_stored(
+    store: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer, secret: str
+) -> None:
+    # The model (wrongly) keeps the secret; the deterministic check refuses it, and keeps
+    # the rest of the answer.
+    leaky = {**PREFERENCE, "name": "project-credentials", "type": "project", "body": secret}
+    anthropic_server.script(text_reply(json.dumps([leaky, PREFERENCE])))
+    result = extract_memories(
+        turn(f"here is the key: {secret}", "Thanks, configured."), store=store, client=client
+    )
+    assert result.created == ["user-indentation"]
+    assert len(result.dropped) == 1 and "secret" in result.dropped[0]
+    dump = "\n".join(sqlite3.connect(store.path).iterdump())
+    assert secret.splitlines()[0] not in dump
+
+
+def test_placeholder_passwords_and_ordinary_text_are_not_secrets(
+    store: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+) -> None:
+    harmless = {
+        **PREFERENCE,
+        "name": "project-database-url",
+        "type": "project",
+        "body": "Connect with postgres://app:${DB_PASSWORD}@db:5432/app; the key lives in .env "
+        "(ANTHROPIC_API_KEY). Task sk-learn is unrelated.",
+    }
+    anthropic_server.script(text_reply(json.dumps([harmless])))
+    result = extract_memories(turn("where is the db?", "In .env."), store=store, client=client)
+    assert result.created == ["project-database-url"], result.dropped
+
+
+HOSTILE_ITEMS: list[Any] = [
+    {**PREFERENCE, "name": "../../etc/passwd"},
+    {**PREFERENCE, "name": "CON"},
+    {**PREFERENCE, "name": "x" * 300},
+    {**PREFERENCE, "name": "huge", "body": "y" * 10_000_000},
+    {**PREFERENCE, "name": "odd-type", "type": "secret-plans"},
+    {**PREFERENCE, "name": "twin", "body": "first"},
+    {**PREFERENCE, "name": "twin", "body": "second"},
+    {**PREFERENCE, "name": "no-body", "body": "  "},
+    {**PREFERENCE, "name": "multi-line", "description": "one\ntwo"},
+    {"name": "not-strings", "type": "user", "description": 1, "body": ["a"]},
+    "just a string",
+    42,
+]
+
+
+def test_hostile_answers_leave_the_store_valid_and_write_nothing_outside_memory(
+    tmp_path: Path, store: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+) -> None:
+    anthropic_server.script(text_reply(json.dumps(HOSTILE_ITEMS)))
+    result = extract_memories(
+        turn("hi", "hello"), store=store, client=client, max_items=len(HOSTILE_ITEMS)
+    )
+    names = set(live(store))
+    # Names are made safe, never trusted as paths; the rest are dropped with a reason.
+    assert names == {"etc-passwd", "con-memory", "x" * 64, "twin"}
+    assert live(store)["twin"][2] == "first"
+    assert len(result.dropped) == len(HOSTILE_ITEMS) - len(names)
+    reasons = "\n".join(result.dropped)
+    for expected in ["4,096 bytes", "secret-plans", "a second item named 'twin'", "single line"]:
+        assert expected in reasons
+    before = {p for p in tmp_path.rglob("*")}
+    export_memories(store, tmp_path / ".memory")
+    written = {p for p in tmp_path.rglob("*")} - before
+    assert all(p.is_relative_to(tmp_path / ".memory") for p in written)
+    assert {p.name for p in written if p.suffix == ".md"} == {f"{n}.md" for n in names} | {
+        "MEMORY.md"
+    }
+    assert sqlite3.connect(store.path).execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+def test_items_per_turn_are_capped(
+    store: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+) -> None:
+    items = [{**PREFERENCE, "name": f"note-{i}"} for i in range(MAX_ITEMS_PER_TURN + 3)]
+    anthropic_server.script(text_reply(json.dumps(items)))
+    result = extract_memories(turn("hi", "hello"), store=store, client=client)
+    assert len(result.created) == MAX_ITEMS_PER_TURN
+    assert len(result.dropped) == 3 and "more than" in result.dropped[0]
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        text_reply("[]"),
+        text_reply("Nothing worth remembering here."),
+        text_reply('{"name": "an object, not an array"}'),
+        error_reply(529, "overloaded_error"),
+        error_reply(400, "invalid_request_error"),
+    ],
+)
+def test_empty_unparseable_or_failed_answers_write_nothing(
+    store: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer, reply: Any
+) -> None:
+    store.create(**PREFERENCE)
+    anthropic_server.script(reply)
+    result = extract_memories(turn("hi", "hello"), store=store, client=client)
+    assert not result.changed and result.run_id is None
+    assert len(store.history()) == 1
+    if reply.status != 200 or "[]" not in json.dumps(reply.body):
+        assert result.failure
+
+
+def test_no_client_asks_nothing(store: MemoryStore) -> None:
+    result = extract_memories(turn("hi", "hello"), store=store, client=None)
+    assert result.failure == "no model client" and not result.changed
+
+
+def test_the_transcript_keeps_the_end_of_a_long_turn() -> None:
+    messages = [{"role": "user", "content": f"message {i} " + "z" * 5000} for i in range(10)]
+    messages.append({"role": "assistant", "content": "the final reply"})
+    transcript = render_transcript(messages)
+    assert transcript.endswith("assistant: the final reply")
+    assert "characters left out" in transcript
+    assert len(transcript) <= 24_000
