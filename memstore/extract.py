@@ -19,17 +19,10 @@ from typing import TYPE_CHECKING, Any
 from memstore.errors import InvalidMemory
 from memstore.llm import ModelUnavailable, ask_text, json_from_reply, small_model_name
 from memstore.models import MemorySummary
+from memstore.proposal import ProposedMemory, proposed_memory
 from memstore.recall import keyword_recall, message_text
-from memstore.secrets import find_secrets
 from memstore.store import MemoryStore
-from memstore.validation import (
-    NAME_MAX_LENGTH,
-    TYPES,
-    check_body,
-    check_description,
-    check_name,
-    name_from_text,
-)
+from memstore.validation import NAME_MAX_LENGTH
 
 if TYPE_CHECKING:
     from anthropic import Anthropic
@@ -39,8 +32,7 @@ log = logging.getLogger(__name__)
 ACTOR = "extraction"
 RECENT_MESSAGES = 10
 MAX_ITEMS_PER_TURN = 5
-# Caps on what the model may store: a memory is a note, not a document.
-ITEM_DESCRIPTION_MAX_CHARS = 200
+# A memory is a note, not a document.
 ITEM_BODY_MAX_BYTES = 4_096
 # Caps on what the model is shown.
 MESSAGE_MAX_CHARS = 4_000
@@ -88,14 +80,6 @@ class Extraction:
     @property
     def changed(self) -> bool:
         return bool(self.created or self.updated)
-
-
-@dataclass(frozen=True)
-class ProposedMemory:
-    name: str
-    type: str
-    description: str
-    body: str
 
 
 def extract_memories(
@@ -163,7 +147,7 @@ def validate_items(
             dropped.append(f"{label}: more than {max_items} items in one turn")
             continue
         try:
-            item = proposed_memory(raw)
+            item = proposed_memory(raw, body_max_bytes=ITEM_BODY_MAX_BYTES)
         except InvalidMemory as error:
             dropped.append(f"{label}: {error}")
             continue
@@ -172,45 +156,6 @@ def validate_items(
             continue
         kept.append(item)
     return kept
-
-
-def proposed_memory(raw: Any) -> ProposedMemory:
-    """One answer item as a memory, or InvalidMemory saying what is wrong with it."""
-    if not isinstance(raw, dict):
-        raise InvalidMemory("item", f"must be an object, got {type(raw).__name__}")
-    fields: dict[str, str] = {}
-    for key in ("name", "type", "description", "body"):
-        value = raw.get(key)
-        if not isinstance(value, str) or not value.strip():
-            raise InvalidMemory(key, "must be a non-empty string")
-        fields[key] = value
-    kind = fields["type"].strip().lower()
-    if kind not in TYPES:
-        raise InvalidMemory("type", f"must be one of {', '.join(TYPES)}, got {fields['type']!r}")
-    if len(fields["description"]) > ITEM_DESCRIPTION_MAX_CHARS:
-        raise InvalidMemory(
-            "description", f"must be at most {ITEM_DESCRIPTION_MAX_CHARS} characters"
-        )
-    if len(fields["body"].encode("utf-8", "surrogatepass")) > ITEM_BODY_MAX_BYTES:
-        raise InvalidMemory("body", f"must be at most {ITEM_BODY_MAX_BYTES:,} bytes")
-    for key, value in fields.items():
-        secrets = find_secrets(value)
-        if secrets:
-            raise InvalidMemory(key, f"contains what looks like a secret ({secrets[0].kind})")
-    return ProposedMemory(
-        name=safe_name(fields["name"]),
-        type=kind,
-        description=check_description(fields["description"]),
-        body=check_body(fields["body"]),
-    )
-
-
-def safe_name(proposed: str) -> str:
-    """The model's name if it is valid, else a kebab-case name made from it."""
-    try:
-        return check_name(proposed)
-    except InvalidMemory:
-        return name_from_text(proposed)
 
 
 def render_transcript(messages: Sequence[Mapping[str, Any]]) -> str:

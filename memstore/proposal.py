@@ -1,0 +1,62 @@
+"""Memories proposed by the model: untrusted input, checked field by field before any write.
+
+Extraction and consolidation both take their memories from a model's JSON. Nothing in it is
+trusted: the name becomes a filename, so it is validated or made kebab-case; the type must be
+one of the four; fields must be non-empty strings within caps; and no field may hold a secret.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from memstore.errors import InvalidMemory
+from memstore.secrets import find_secrets
+from memstore.validation import TYPES, check_body, check_description, check_name, name_from_text
+
+DESCRIPTION_MAX_CHARS = 200
+
+
+@dataclass(frozen=True)
+class ProposedMemory:
+    name: str
+    type: str
+    description: str
+    body: str
+
+
+def proposed_memory(raw: Any, *, body_max_bytes: int) -> ProposedMemory:
+    """One answer item as a memory, or InvalidMemory saying what is wrong with it."""
+    if not isinstance(raw, dict):
+        raise InvalidMemory("item", f"must be an object, got {type(raw).__name__}")
+    fields: dict[str, str] = {}
+    for key in ("name", "type", "description", "body"):
+        value = raw.get(key)
+        if not isinstance(value, str) or not value.strip():
+            raise InvalidMemory(key, "must be a non-empty string")
+        fields[key] = value
+    kind = fields["type"].strip().lower()
+    if kind not in TYPES:
+        raise InvalidMemory("type", f"must be one of {', '.join(TYPES)}, got {fields['type']!r}")
+    if len(fields["description"]) > DESCRIPTION_MAX_CHARS:
+        raise InvalidMemory("description", f"must be at most {DESCRIPTION_MAX_CHARS} characters")
+    if len(fields["body"].encode("utf-8", "surrogatepass")) > body_max_bytes:
+        raise InvalidMemory("body", f"must be at most {body_max_bytes:,} bytes")
+    for key, value in fields.items():
+        secrets = find_secrets(value)
+        if secrets:
+            raise InvalidMemory(key, f"contains what looks like a secret ({secrets[0].kind})")
+    return ProposedMemory(
+        name=safe_name(fields["name"]),
+        type=kind,
+        description=check_description(fields["description"]),
+        body=check_body(fields["body"]),
+    )
+
+
+def safe_name(proposed: str) -> str:
+    """The model's name if it is valid, else a kebab-case name made from it."""
+    try:
+        return check_name(proposed)
+    except InvalidMemory:
+        return name_from_text(proposed)
