@@ -89,3 +89,15 @@ class ExportFailed(MemstoreError):
 
 class ImportFailed(MemstoreError):
     """The import could not start (e.g. the folder does not exist); nothing changed."""
+
+
+class RunNotFound(MemstoreError):
+    """No run has the given id (or id prefix), or several do."""
+
+
+class CannotUndo(MemstoreError):
+    """Undoing a run would not restore the state before it exactly, so nothing was changed."""
+
+
+class ConsolidationRefused(MemstoreError):
+    """The model's consolidation was not applied; the message says why."""

@@ -17,7 +17,13 @@ from sqlmodel import Session, col
 from sqlmodel import select as orm_select
 
 from memstore.db import insert_rows, open_database, writer
-from memstore.errors import MemoryExists, MemoryNotFound, NothingToRestore, StoreUnavailable
+from memstore.errors import (
+    MemoryExists,
+    MemoryNotFound,
+    NothingToRestore,
+    RunNotFound,
+    StoreUnavailable,
+)
 from memstore.models import (
     MemoryEvent,
     MemoryRecord,
@@ -458,6 +464,78 @@ class MemoryStore:
     def run(self, run_id: str) -> Run | None:
         with Session(self.engine) as session:
             return session.get(Run, run_id)
+
+    def run_events(self, run_id: str) -> list[MemoryEvent]:
+        """The events of one run, in the order they were written."""
+        with Session(self.engine) as session:
+            query = (
+                orm_select(MemoryEvent)
+                .where(MemoryEvent.run_id == run_id)
+                .order_by(col(MemoryEvent.id))
+            )
+            return list(session.exec(query).all())
+
+    def events_after(self, event_id: int, memory_ids: Sequence[int]) -> list[MemoryEvent]:
+        """Events newer than `event_id` of any of the memories `memory_ids`."""
+        found: list[MemoryEvent] = []
+        with Session(self.engine) as session:
+            for start in range(0, len(memory_ids), 500):
+                query = orm_select(MemoryEvent).where(
+                    col(MemoryEvent.id) > event_id,
+                    col(MemoryEvent.memory_id).in_(memory_ids[start : start + 500]),
+                )
+                found.extend(session.exec(query).all())
+        return found
+
+    def find_run(self, prefix: str) -> Run:
+        """The run whose id is or starts with `prefix` (history shows the first 8 characters)."""
+        with Session(self.engine) as session:
+            runs = session.exec(
+                orm_select(Run).where(col(Run.id).startswith(prefix, autoescape=True)).limit(2)
+            ).all()
+        if not prefix or not runs:
+            raise RunNotFound(f"no run {prefix!r}")
+        if len(runs) > 1:
+            raise RunNotFound(f"several runs start with {prefix!r}; give more of the id")
+        return runs[0]
+
+    def last_run(self, actor: str) -> Run | None:
+        with Session(self.engine) as session:
+            query = (
+                orm_select(Run)
+                .where(Run.actor == actor)
+                .order_by(col(Run.started_at).desc(), col(Run.id).desc())
+                .limit(1)
+            )
+            return session.exec(query).first()
+
+    def undo_of(self, run_id: str) -> Run | None:
+        """The run that undid `run_id`, if one did."""
+        with Session(self.engine) as session:
+            return session.exec(orm_select(Run).where(Run.undoes == run_id).limit(1)).first()
+
+    def runs(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """Rows of the run_summary view, oldest first (the last `limit` runs)."""
+        query = "SELECT * FROM run_summary ORDER BY started_at DESC, run_id DESC"
+        with self._sqlite() as connection:
+            cursor = connection.execute(
+                query + (" LIMIT ?" if limit else ""), (limit,) if limit else ()
+            )
+            columns = [d[0] for d in cursor.description]
+            return [dict(zip(columns, row, strict=True)) for row in reversed(cursor.fetchall())]
+
+    def memories_changed_since(self, at: str | None, *, excluding: Sequence[str]) -> int:
+        """How many distinct memories were created or updated after `at` (ever, when None)
+        by actors other than `excluding`."""
+        events = memory_event_table.c
+        query = select(func.count(func.distinct(events.memory_id))).where(
+            events.operation.in_([Operation.CREATE.value, Operation.UPDATE.value]),
+            events.actor.not_in(list(excluding)),
+        )
+        if at is not None:
+            query = query.where(events.created_at > at)
+        with self.engine.connect() as connection:
+            return connection.execute(query).scalar_one()
 
     def search(self, query: str, limit: int = 10) -> list[SearchHit]:
         """Live memories matching the words of `query`, best first (bm25).

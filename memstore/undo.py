@@ -1,0 +1,86 @@
+"""Undo a run: bring every memory it touched back to its state just before it.
+
+History makes this exact: the first event of a run for a memory says what the memory was
+before the run (absent, deleted, or live with the event's old value). An undo is itself a run
+(actor "undo", run.undoes = the undone run), so it is audited and can be undone in turn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from memstore.errors import CannotUndo
+from memstore.models import MemoryEvent, Operation, Run
+from memstore.store import MemoryStore
+
+ACTOR = "undo"
+
+
+@dataclass
+class UndoResult:
+    undone: Run
+    run_id: str = ""
+    # Names as they are after the undo.
+    deleted: list[str] = field(default_factory=list)
+    restored: list[str] = field(default_factory=list)
+    reverted: list[str] = field(default_factory=list)
+
+
+def undo_run(store: MemoryStore, run_id: str) -> UndoResult:
+    """Revert the run `run_id` (or an unambiguous prefix of it) in one transaction.
+
+    Refused, changing nothing, when the run was undone already, changed nothing, or when a
+    memory it touched has changed since: undoing then would lose that later change.
+    """
+    run = store.find_run(run_id)
+    short = run.id[:8]
+    undone_by = store.undo_of(run.id)
+    if undone_by is not None:
+        raise CannotUndo(f"run {short} was already undone by run {undone_by.id[:8]}")
+    events = store.run_events(run.id)
+    if not events:
+        raise CannotUndo(f"run {short} changed no memory")
+    first: dict[int, MemoryEvent] = {}
+    for event in events:
+        first.setdefault(event.memory_id, event)
+    later = _changed_after(store, events)
+    if later:
+        raise CannotUndo(
+            f"changed since run {short}: {', '.join(later)}; undoing it would lose those changes"
+        )
+    result = UndoResult(run)
+    with store.transaction(
+        actor=ACTOR, command=f"undo run {run.id} ({run.command})", undoes=run.id
+    ) as tx:
+        # Memories the run brought into being (or back) go first, which frees their names.
+        for memory_id, event in first.items():
+            if event.operation in (Operation.CREATE, Operation.RESTORE):
+                memory = tx.delete(tx.by_id(memory_id))
+                result.deleted.append(memory.name)
+        for memory_id, event in first.items():
+            if event.operation not in (Operation.UPDATE, Operation.DELETE):
+                continue
+            old = event.old_value or {}
+            memory = tx.by_id(memory_id)
+            if memory.deleted_at is not None:
+                memory = tx.restore_id(memory_id)
+                result.restored.append(memory.name)
+            else:
+                result.reverted.append(str(old.get("name", memory.name)))
+            tx.update(
+                memory,
+                name=old.get("name"),
+                type=old.get("type"),
+                description=old.get("description"),
+                body=old.get("body"),
+                extra=old.get("extra"),
+            )
+        result.run_id = tx.run_id
+    return result
+
+
+def _changed_after(store: MemoryStore, events: list[MemoryEvent]) -> list[str]:
+    """Names of the run's memories that have events after the run's last one."""
+    last = max(event.id or 0 for event in events)
+    touched = sorted({event.memory_id for event in events})
+    return sorted({event.memory_name for event in store.events_after(last, touched)})
