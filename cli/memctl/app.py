@@ -18,6 +18,7 @@ from memctl.render import (
     change_summary,
     event_as_dict,
     memory_as_dict,
+    plan_lines,
     print_json,
     print_table,
 )
@@ -295,9 +296,50 @@ def history(
     limit: Annotated[
         int | None, typer.Option("--limit", "-n", min=1, help="Only the last N events.")
     ] = None,
+    runs: Annotated[
+        bool, typer.Option("--runs", help="One line per run (command, consolidation, undo).")
+    ] = False,
     json: JsonOption = False,
 ) -> None:
     """The audit log: every change, oldest first."""
+    if runs:
+        if name is not None:
+            fail("--runs lists every run; leave out the name")
+        with _store() as store:
+            rows = store.runs(limit)
+        if json:
+            print_json(rows)
+        elif rows:
+            print_table(
+                [
+                    "STARTED",
+                    "RUN",
+                    "ACTOR",
+                    "CREATED",
+                    "UPDATED",
+                    "DELETED",
+                    "RESTORED",
+                    "NOTE",
+                    "COMMAND",
+                ],
+                [
+                    (
+                        r["started_at"],
+                        r["run_id"][:8],
+                        r["actor"],
+                        r["created"],
+                        r["updated"],
+                        r["deleted"],
+                        r["restored"],
+                        _run_note(r),
+                        r["command"],
+                    )
+                    for r in rows
+                ],
+            )
+        else:
+            _err("no runs yet")
+        return
     with _store() as store:
         events = store.history(name, limit)
     if json:
@@ -314,6 +356,117 @@ def history(
         _err("no history yet" if name is None else f"no history for {name!r}")
 
 
+NO_MODEL_HELP = (
+    "set ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL for an Anthropic-compatible local server); "
+    "list, show, search, recall --offline, history, export and import work without it"
+)
+
+
+@app.command()
+def consolidate(
+    run: Annotated[
+        str | None, typer.Argument(help="With --undo: the run to undo (default: the last).")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show the model's plan; change nothing.")
+    ] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Apply a plan that needs confirmation.")
+    ] = False,
+    undo: Annotated[
+        bool, typer.Option("--undo", help="Restore the state before a consolidation run.")
+    ] = False,
+    max_memories: Annotated[
+        int, typer.Option("--max", min=1, help="Keep at most this many memories.")
+    ] = 30,
+    directory: Annotated[
+        Path, typer.Option("--export-dir", help="Re-export here afterwards.")
+    ] = Path(DEFAULT_DIRECTORY),
+) -> None:
+    """Merge duplicates and drop outdated memories with the model, in one undoable run."""
+    from memstore import consolidate as consolidation
+    from memstore.errors import ConsolidationRefused
+    from memstore.llm import make_client
+
+    if run is not None and not undo:
+        fail("a run id is only taken with --undo")
+    with _store(actor="cli") as store:
+        if undo:
+            _undo(store, run, directory)
+            return
+        client = make_client()
+        if client is None:
+            fail(f"consolidation needs the model: {NO_MODEL_HELP}")
+        plan = consolidation.plan_consolidation(
+            store=store, client=client, max_memories=max_memories
+        )
+        for line in plan_lines(plan):
+            print(line)
+        if dry_run or plan.empty:
+            _err("dry run: nothing changed" if dry_run else "nothing to consolidate")
+            return
+        warnings = plan.warnings()
+        confirmed = yes
+        if warnings and not yes:
+            if not sys.stdin.isatty():
+                raise ConsolidationRefused(
+                    f"not applied: {'; '.join(warnings)}; run again with --yes to apply"
+                )
+            confirmed = typer.confirm(f"This plan {'; '.join(warnings)}. Apply it?")
+            if not confirmed:
+                fail("not applied")
+        outcome = consolidation.apply_plan(store, plan, confirmed=confirmed)
+        _err(
+            f"consolidated {plan.before} → {plan.after} memories in run {outcome.run_id}; "
+            f"undo with: memctl consolidate --undo {(outcome.run_id or '')[:8]}"
+        )
+        _reexport(store, directory)
+
+
+def _undo(store: MemoryStore, run: str | None, directory: Path) -> None:
+    from memstore.consolidate import ACTOR
+    from memstore.undo import undo_run
+
+    if run is None:
+        last = store.last_run(ACTOR)
+        if last is None:
+            fail("no consolidation run to undo")
+        run = last.id
+    result = undo_run(store, run)
+    parts = [
+        f"{label} {', '.join(names)}"
+        for label, names in [
+            ("restored", result.restored),
+            ("reverted", result.reverted),
+            ("removed", result.deleted),
+        ]
+        if names
+    ]
+    _err(f"undid run {result.undone.id[:8]}: {'; '.join(parts)} (run {result.run_id[:8]})")
+    _reexport(store, directory)
+
+
+def _reexport(store: MemoryStore, directory: Path, *, force: bool = False) -> None:
+    from memstore.exporter import export_memories
+
+    result = export_memories(store, directory, force=force)
+    _err(
+        f"exported to {result.directory}: {len(result.written)} written, "
+        f"{len(result.removed)} removed, {result.unchanged} unchanged"
+    )
+
+
+def _run_note(row: dict[str, Any]) -> str:
+    notes = []
+    if row["undoes"]:
+        notes.append(f"undoes {row['undoes'][:8]}")
+    if row["undone_by"]:
+        notes.append(f"undone by {row['undone_by'][:8]}")
+    if row["session_id"]:
+        notes.append(f"session {row['session_id'][:8]}")
+    return ", ".join(notes)
+
+
 @app.command("export")
 def export_command(
     directory: Annotated[Path, typer.Argument(help="Where to write (default: .memory/).")] = Path(
@@ -322,14 +475,8 @@ def export_command(
     force: Annotated[bool, typer.Option("--force", help="Overwrite files edited by hand.")] = False,
 ) -> None:
     """Write the canonical .memory/ files and MEMORY.md."""
-    from memstore.exporter import export_memories
-
     with _store() as store:
-        result = export_memories(store, directory, force=force)
-    _err(
-        f"exported to {result.directory}: {len(result.written)} written, "
-        f"{len(result.removed)} removed, {result.unchanged} unchanged"
-    )
+        _reexport(store, directory, force=force)
 
 
 @app.command("import")

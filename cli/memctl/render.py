@@ -7,9 +7,12 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memstore.models import MemoryEvent, MemoryRecord
+
+if TYPE_CHECKING:
+    from memstore.consolidate import ConsolidationPlan
 
 
 def memory_as_dict(memory: MemoryRecord) -> dict[str, Any]:
@@ -97,3 +100,19 @@ def change_summary(event: MemoryEvent) -> str:
         else:
             parts.append(f"{key}: {old.get(key)} → {new.get(key)}")
     return "; ".join(parts)
+
+
+def plan_lines(plan: ConsolidationPlan) -> list[str]:
+    """A consolidation plan as the user reviews it."""
+    lines = []
+    for merge in plan.merges:
+        result = merge.result
+        arrow = "rewrite" if merge.sources == (result.name,) else "merge"
+        lines.append(
+            f"{arrow:8} {', '.join(merge.sources)} → {result.name} ({result.type}): "
+            f"{_cell(result.description)}"
+        )
+    for drop in plan.drops:
+        lines.append(f"{'drop':8} {drop.name}: {_cell(drop.reason) or 'no reason given'}")
+    lines.append(f"{plan.before} → {plan.after} memories")
+    return lines

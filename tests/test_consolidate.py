@@ -1,0 +1,391 @@
+"""Consolidation through the real anthropic client against the scripted local server: plans
+are validated whole, applied in one transaction, recorded, guarded and undone exactly."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from anthropic import Anthropic
+
+from memstore import consolidate as consolidation
+from memstore.consolidate import (
+    apply_plan,
+    consolidate_memories,
+    consolidation_due,
+    plan_consolidation,
+)
+from memstore.errors import CannotUndo, ConsolidationRefused
+from memstore.store import MemoryStore
+from memstore.undo import undo_run
+from tests.anthropic_server import AnthropicServer, error_reply, text_reply
+from tests.conftest import MemctlRunner
+
+MEMORIES = [
+    ("user-tabs", "user", "User wants 4 spaces, never tabs", "Indent with 4 spaces."),
+    ("user-indent", "user", "Indentation is 4 spaces", "No tab characters, ever."),
+    ("project-db", "project", "The database is MySQL 5.7", "Upgraded to 8.0 in March."),
+    ("project-ci", "project", "CI runs on Jenkins", "The Jenkinsfile is at the root."),
+    ("reference-wiki", "reference", "Team wiki", "https://wiki.example.com/team"),
+    ("feedback-tests", "feedback", "Run tests before committing", "Always run pytest first."),
+]
+
+
+def merge(sources: list[str], name: str, kind: str, description: str, body: str) -> dict[str, Any]:
+    return {
+        "sources": sources,
+        "name": name,
+        "type": kind,
+        "description": description,
+        "body": body,
+    }
+
+
+GOOD_PLAN = {
+    "merge": [
+        merge(["user-tabs", "user-indent"], "user-indentation", "user", "4 spaces", "Never tabs."),
+        merge(["project-db"], "project-db", "project", "The database is MySQL 8.0", "Since March."),
+    ],
+    "drop": [{"name": "project-ci", "reason": "moved to GitHub Actions"}],
+}
+
+
+@pytest.fixture
+def filled(store: MemoryStore) -> MemoryStore:
+    with store.transaction() as tx:
+        for name, kind, description, body in MEMORIES:
+            tx.create(name, kind, description, body, {"source": "test"})
+    return store
+
+
+def state(store: MemoryStore) -> dict[str, tuple[Any, ...]]:
+    return {m.name: (m.type, m.description, m.body, m.extra) for m in store.memories()}
+
+
+def plan_reply(plan: Any) -> Any:
+    return text_reply(json.dumps(plan))
+
+
+def test_a_plan_is_applied_in_one_recorded_run_and_undone_exactly(
+    filled: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+) -> None:
+    before = state(filled)
+    anthropic_server.script(plan_reply(GOOD_PLAN))
+    outcome = consolidate_memories(store=filled, client=client)
+
+    assert outcome.applied and outcome.plan.before == 6 and outcome.plan.after == 4
+    after = state(filled)
+    assert set(after) == {"user-indentation", "project-db", "reference-wiki", "feedback-tests"}
+    assert after["project-db"][1] == "The database is MySQL 8.0"
+    # The request showed every memory, with its body.
+    prompt = anthropic_server.requests[0]["messages"][0]["content"]
+    assert all(name in prompt and body in prompt for name, _, _, body in MEMORIES)
+
+    # One run; each merged source links to its result; the drop has no link.
+    connection = sqlite3.connect(filled.path)
+    merges = connection.execute(
+        "SELECT source_name, result_name FROM consolidation_merge WHERE run_id = ? "
+        "ORDER BY source_name",
+        (outcome.run_id,),
+    ).fetchall()
+    assert merges == [("user-indent", "user-indentation"), ("user-tabs", "user-indentation")]
+    assert connection.execute(
+        "SELECT actor, created, updated, deleted FROM run_summary WHERE run_id = ?",
+        (outcome.run_id,),
+    ).fetchone() == ("consolidation", 1, 1, 3)
+
+    undone = undo_run(filled, outcome.run_id or "")
+    assert state(filled) == before
+    assert sorted(undone.restored) == ["project-ci", "user-indent", "user-tabs"]
+    assert undone.deleted == ["user-indentation"] and undone.reverted == ["project-db"]
+    assert connection.execute(
+        "SELECT undone_by FROM run_summary WHERE run_id = ?", (outcome.run_id,)
+    ).fetchone() == (undone.run_id,)
+    with pytest.raises(CannotUndo, match="already undone"):
+        undo_run(filled, outcome.run_id or "")
+    # The undo is a run too, and can itself be undone: back to the consolidated state.
+    undo_run(filled, undone.run_id[:8])
+    assert state(filled) == after
+
+
+def test_a_merge_may_keep_a_source_name(
+    filled: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+) -> None:
+    kept_id = filled.get("user-tabs").id
+    plan = {"merge": [merge(["user-tabs", "user-indent"], "user-tabs", "user", "4 spaces", "x")]}
+    anthropic_server.script(plan_reply(plan))
+    outcome = consolidate_memories(store=filled, client=client)
+    assert outcome.updated == ["user-tabs"] and outcome.deleted == ["user-indent"]
+    assert filled.get("user-tabs").id == kept_id
+    deletion = [e for e in filled.history("user-indent") if e.operation == "delete"]
+    assert deletion[0].merged_into == kept_id
+
+
+HOSTILE_PLANS: list[Any] = [
+    [],
+    "Everything looks fine to me.",
+    {"merge": "all of them"},
+    {"merge": [], "drop": [], "delete_everything": True},
+    {"merge": [merge(["no-such-memory"], "x", "user", "d", "b")]},
+    {
+        "merge": [
+            merge(["user-tabs"], "a", "user", "d", "b"),
+            merge(["user-tabs"], "b", "user", "d", "b"),
+        ]
+    },
+    {"merge": [merge(["user-tabs"], "a", "user", "d", "b")], "drop": [{"name": "user-tabs"}]},
+    {"merge": [merge(["user-tabs"], "project-ci", "user", "d", "b")]},
+    {"merge": [merge(["user-tabs"], "a", "secret-plans", "d", "b")]},
+    {"merge": [merge(["user-tabs"], "a", "user", "d", "key: AKIAIOSFODNN7EXAMPLE")]},
+    {"merge": [merge(["user-tabs"], "a", "user", "d", "y" * 10_000_000)]},
+    {
+        "merge": [
+            merge(["user-tabs"], "a", "user", "d", "b"),
+            merge(["user-indent"], "a", "user", "d", "b"),
+        ]
+    },
+    {"drop": [{"name": "../../etc/passwd"}]},
+]
+
+
+@pytest.mark.parametrize("plan", HOSTILE_PLANS)
+def test_an_invalid_answer_changes_nothing(
+    filled: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer, plan: Any
+) -> None:
+    before, events = state(filled), len(filled.history())
+    anthropic_server.script(text_reply(plan if isinstance(plan, str) else json.dumps(plan)))
+    with pytest.raises(ConsolidationRefused, match="not applied"):
+        consolidate_memories(store=filled, client=client, confirmed=True)
+    assert state(filled) == before and len(filled.history()) == events
+
+
+@pytest.mark.parametrize(
+    "reply", [error_reply(529, "overloaded_error"), error_reply(500, "api_error")]
+)
+def test_a_failed_call_changes_nothing(
+    filled: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer, reply: Any
+) -> None:
+    before = state(filled)
+    anthropic_server.script(reply)
+    with pytest.raises(ConsolidationRefused, match=str(reply.status)):
+        consolidate_memories(store=filled, client=client)
+    assert state(filled) == before
+
+
+def test_an_empty_plan_writes_no_run(
+    filled: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+) -> None:
+    anthropic_server.script(plan_reply({"merge": [], "drop": []}))
+    outcome = consolidate_memories(store=filled, client=client)
+    assert not outcome.applied and outcome.run_id is None
+    assert filled.last_run("consolidation") is None
+
+
+@pytest.mark.parametrize(
+    ("plan", "warning"),
+    [
+        ({"drop": [{"name": "project-db"}, {"name": "project-ci"}]}, "every project memory"),
+        ({"drop": [{"name": "user-tabs"}]}, "drops user preferences: user-tabs"),
+        (
+            {
+                "merge": [
+                    merge(
+                        [
+                            "user-tabs",
+                            "project-db",
+                            "project-ci",
+                            "reference-wiki",
+                            "feedback-tests",
+                        ],
+                        "everything",
+                        "project",
+                        "all in one",
+                        "b",
+                    )
+                ]
+            },
+            r"removes 4 of 6 memories \(more than 50%\)",
+        ),
+    ],
+)
+def test_drastic_plans_need_confirmation(
+    filled: MemoryStore,
+    client: Anthropic,
+    anthropic_server: AnthropicServer,
+    plan: Any,
+    warning: str,
+) -> None:
+    before = state(filled)
+    anthropic_server.script(plan_reply(plan), plan_reply(plan))
+    with pytest.raises(ConsolidationRefused, match=warning):
+        consolidate_memories(store=filled, client=client)
+    assert state(filled) == before
+    assert consolidate_memories(store=filled, client=client, confirmed=True).applied
+
+
+def test_a_plan_is_not_applied_over_changes_made_while_it_was_planned(
+    filled: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+) -> None:
+    anthropic_server.script(plan_reply(GOOD_PLAN))
+    plan = plan_consolidation(store=filled, client=client)
+    filled.update("project-ci", body="Edited meanwhile.")
+    with pytest.raises(ConsolidationRefused, match="'project-ci' changed"):
+        apply_plan(filled, plan)
+    assert filled.get("project-ci").body == "Edited meanwhile."
+
+
+def test_undo_is_refused_when_a_memory_changed_since(
+    filled: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+) -> None:
+    anthropic_server.script(plan_reply(GOOD_PLAN))
+    outcome = consolidate_memories(store=filled, client=client)
+    filled.update("user-indentation", body="Edited after consolidation.")
+    with pytest.raises(CannotUndo, match="user-indentation"):
+        undo_run(filled, outcome.run_id or "")
+    assert filled.get("user-indentation").body == "Edited after consolidation."
+
+
+def test_large_stores_go_in_batches_by_type(
+    store: MemoryStore,
+    client: Anthropic,
+    anthropic_server: AnthropicServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(consolidation, "BATCH_MAX_MEMORIES", 4)
+    with store.transaction() as tx:
+        for i in range(6):
+            tx.create(f"project-{i}", "project", f"Fact {i}", "b")
+        for i in range(3):
+            tx.create(f"user-{i}", "user", f"Preference {i}", "b")
+    empty = {"merge": [], "drop": []}
+    anthropic_server.script(
+        plan_reply({"drop": [{"name": "project-0"}]}),
+        plan_reply(empty),
+        plan_reply({"merge": [merge(["user-0", "user-1"], "user-0", "user", "both", "b")]}),
+    )
+    outcome = consolidate_memories(store=store, client=client)
+    prompts = [r["messages"][0]["content"] for r in anthropic_server.requests]
+    assert len(prompts) == 3
+    assert "project-3" in prompts[0] and "project-4" in prompts[1] and "user-0" in prompts[2]
+    assert all(("user-" in p) != ("project-" in p) for p in prompts)
+    assert sorted(outcome.deleted) == ["project-0", "user-1"]
+
+
+def test_a_batch_may_not_touch_memories_it_was_not_shown(
+    store: MemoryStore,
+    client: Anthropic,
+    anthropic_server: AnthropicServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(consolidation, "BATCH_MAX_MEMORIES", 2)
+    with store.transaction() as tx:
+        tx.create("project-a", "project", "A", "b")
+        tx.create("user-a", "user", "A", "b")
+        tx.create("user-b", "user", "B", "b")
+    anthropic_server.script(plan_reply({"drop": [{"name": "user-a"}]}))
+    with pytest.raises(ConsolidationRefused, match="'user-a' is not one of the memories"):
+        consolidate_memories(store=store, client=client, confirmed=True)
+    assert store.count() == 3
+
+
+def test_when_consolidation_is_due(
+    store: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+) -> None:
+    for i in range(9):
+        store.create(f"note-{i}", "project", f"Fact {i}", "b")
+    assert consolidation_due(store) is None  # below the threshold
+    store.create("note-9", "project", "Fact 9", "b")
+    assert consolidation_due(store) == "10 memories, never consolidated"
+    anthropic_server.script(plan_reply({"drop": [{"name": "note-0"}]}))
+    consolidate_memories(store=store, client=client)
+    assert consolidation_due(store) is None  # just ran: not on every turn
+    for i in range(10, 14):
+        store.create(f"note-{i}", "project", f"Fact {i}", "b")
+    assert consolidation_due(store) is None  # 4 changes
+    store.update("note-1", body="changed")
+    assert consolidation_due(store) == "13 memories, 5 changed since the last consolidation"
+    # Above the cap, any change is enough.
+    assert consolidation_due(store, max_memories=12, min_changes=50) == (
+        "13 memories, more than the cap of 12"
+    )
+
+
+# -- memctl consolidate ---------------------------------------------------------------------
+
+
+def model_env(server: AnthropicServer) -> dict[str, str]:
+    return {"ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": server.url}
+
+
+@pytest.fixture
+def cli_store(tmp_path: Path, memctl: MemctlRunner) -> Path:
+    db = tmp_path / ".memory" / "memstore.db"
+    with MemoryStore(db) as store, store.transaction() as tx:
+        for name, kind, description, body in MEMORIES:
+            tx.create(name, kind, description, body)
+    assert memctl("export").returncode == 0
+    return db
+
+
+def test_memctl_consolidate_dry_run_apply_and_undo(
+    tmp_path: Path, cli_store: Path, memctl: MemctlRunner, anthropic_server: AnthropicServer
+) -> None:
+    files = tmp_path / ".memory"
+    before = {p.name: p.read_bytes() for p in files.glob("*.md")}
+    anthropic_server.script(plan_reply(GOOD_PLAN))
+    dry = memctl("consolidate", "--dry-run", env=model_env(anthropic_server))
+    assert dry.returncode == 0, dry.stderr
+    assert "merge    user-tabs, user-indent → user-indentation (user): 4 spaces" in dry.stdout
+    assert "drop     project-ci: moved to GitHub Actions" in dry.stdout
+    assert "6 → 4 memories" in dry.stdout and "nothing changed" in dry.stderr
+    assert {p.name: p.read_bytes() for p in files.glob("*.md")} == before
+
+    anthropic_server.script(plan_reply(GOOD_PLAN))
+    done = memctl("consolidate", env=model_env(anthropic_server))
+    assert done.returncode == 0, done.stderr
+    assert "consolidated 6 → 4 memories" in done.stderr
+    assert not (files / "user-tabs.md").exists() and (files / "user-indentation.md").exists()
+    assert "user-indentation" in (files / "MEMORY.md").read_text()
+
+    runs = memctl("history", "--runs").stdout
+    assert "consolidation" in runs
+
+    undone = memctl("consolidate", "--undo")
+    assert undone.returncode == 0, undone.stderr
+    assert "removed user-indentation" in undone.stderr
+    assert {p.name: p.read_bytes() for p in files.glob("*.md")} == before
+    runs = memctl("history", "--runs").stdout.splitlines()
+    assert "undone by" in runs[-2] and "undoes" in runs[-1]
+
+
+def test_memctl_consolidate_refusals_are_one_line(
+    cli_store: Path, memctl: MemctlRunner, anthropic_server: AnthropicServer
+) -> None:
+    no_key = memctl("consolidate", env={"ANTHROPIC_API_KEY": "", "ANTHROPIC_AUTH_TOKEN": ""})
+    assert no_key.returncode == 1
+    assert no_key.stderr.startswith(
+        "memctl: error: consolidation needs the model: set ANTHROPIC_API_KEY"
+    )
+    assert len(no_key.stderr.splitlines()) == 1
+
+    anthropic_server.script(plan_reply({"drop": [{"name": "user-tabs"}]}))
+    guarded = memctl("consolidate", env=model_env(anthropic_server))
+    assert guarded.returncode == 1
+    assert guarded.stderr.splitlines()[-1].startswith("memctl: error: not applied: it drops user")
+    assert "--yes" in guarded.stderr
+
+    anthropic_server.script(text_reply("I merged them all for you!"))
+    prose = memctl("consolidate", env=model_env(anthropic_server))
+    assert prose.returncode == 1 and "no JSON object" in prose.stderr
+    assert "Traceback" not in prose.stderr
+
+    nothing = memctl("consolidate", "--undo")
+    assert nothing.returncode == 1 and "no consolidation run to undo" in nothing.stderr
+    assert memctl("consolidate", "--undo", "ffffffff").stderr == (
+        "memctl: error: no run 'ffffffff'\n"
+    )
+    with MemoryStore(cli_store) as store:
+        assert store.count() == len(MEMORIES)
