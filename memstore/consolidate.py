@@ -295,14 +295,16 @@ def apply_plan(
     """Carry out a validated plan in one transaction. Refuses (changing nothing) when the
     plan needs confirmation and `confirmed` is False."""
     outcome = Consolidation(plan)
-    if plan.empty:
-        return outcome
     warnings = plan.warnings()
     if warnings and not confirmed:
         raise ConsolidationRefused(
             f"consolidation not applied without confirmation: {'; '.join(warnings)}"
         )
-    with store.transaction(actor=ACTOR, command=store.command or "consolidate") as tx:
+    # An empty plan is recorded too: a run with no events, so that the trigger waits for
+    # new changes instead of asking the model again on the next turn.
+    with store.transaction(
+        actor=ACTOR, command=store.command or "consolidate", record_empty_run=True
+    ) as tx:
         touched = [n for merge in plan.merges for n in merge.sources] + [d.name for d in plan.drops]
         for name in touched:
             current = tx.find(name)
@@ -330,8 +332,8 @@ def apply_plan(
         for drop in plan.drops:
             tx.delete(tx.get(drop.name))
             outcome.deleted.append(drop.name)
-        outcome.run_id = tx.run_id if tx.events else None
-    outcome.applied = outcome.run_id is not None
+        outcome.run_id = tx.run_id
+    outcome.applied = bool(tx.events)
     return outcome
 
 

@@ -86,6 +86,9 @@ class WriteTransaction:
     # The chat session this transaction belongs to; the run it undoes, for an undo.
     session_id: str | None = None
     undoes: str | None = None
+    # Write the run row even when nothing changed (a consolidation that found nothing to do
+    # still counts as a run: the trigger measures change since the last one).
+    record_empty_run: bool = False
     events: list[PendingEvent] = field(default_factory=list)
     # Final state of every memory this transaction touched, by id; which of them are new.
     _changed: dict[int, MemoryRecord] = field(default_factory=dict)
@@ -270,6 +273,8 @@ class WriteTransaction:
     def write(self) -> None:
         """Write the changes and their events (called once, as the transaction commits)."""
         if not self.events:
+            if self.record_empty_run:
+                self._write_run()
             return
         columns = memory_table.c.keys()
         existing = [_row_of(m, columns) for i, m in self._changed.items() if i not in self._new_ids]
@@ -290,17 +295,7 @@ class WriteTransaction:
                 [{**row, "b_id": row["id"]} for row in existing],
             )
         insert_rows(self.connection, memory_table, created)
-        self.connection.execute(
-            insert(run_table),
-            {
-                "id": self.run_id,
-                "actor": self.actor,
-                "command": self.command,
-                "started_at": self.now,
-                "session_id": self.session_id,
-                "undoes": self.undoes,
-            },
-        )
+        self._write_run()
         insert_rows(
             self.connection,
             memory_event_table,
@@ -319,6 +314,19 @@ class WriteTransaction:
                 }
                 for event in self.events
             ],
+        )
+
+    def _write_run(self) -> None:
+        self.connection.execute(
+            insert(run_table),
+            {
+                "id": self.run_id,
+                "actor": self.actor,
+                "command": self.command,
+                "started_at": self.now,
+                "session_id": self.session_id,
+                "undoes": self.undoes,
+            },
         )
 
 
@@ -353,6 +361,7 @@ class MemoryStore:
         command: str | None = None,
         session_id: str | None = None,
         undoes: str | None = None,
+        record_empty_run: bool = False,
     ) -> Iterator[WriteTransaction]:
         """One atomic unit of writes: everything in it commits together or not at all."""
         try:
@@ -364,6 +373,7 @@ class MemoryStore:
                     utc_now(),
                     session_id=session_id,
                     undoes=undoes,
+                    record_empty_run=record_empty_run,
                 )
                 yield tx
                 tx.write()

@@ -175,13 +175,20 @@ def test_a_failed_call_changes_nothing(
     assert state(filled) == before
 
 
-def test_an_empty_plan_writes_no_run(
+def test_an_empty_plan_changes_nothing_but_counts_as_a_run(
     filled: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
 ) -> None:
+    for i in range(4):
+        filled.create(f"extra-{i}", "project", "More", "b")
+    assert consolidation_due(filled) is not None
+    before, events = state(filled), len(filled.history())
     anthropic_server.script(plan_reply({"merge": [], "drop": []}))
     outcome = consolidate_memories(store=filled, client=client)
-    assert not outcome.applied and outcome.run_id is None
-    assert filled.last_run("consolidation") is None
+    assert not outcome.applied and state(filled) == before and len(filled.history()) == events
+    # Recorded as a run without events, so the trigger waits for new changes.
+    last = filled.last_run("consolidation")
+    assert last is not None and last.id == outcome.run_id
+    assert consolidation_due(filled) is None
 
 
 @pytest.mark.parametrize(

@@ -402,8 +402,12 @@ def consolidate(
         )
         for line in plan_lines(plan):
             print(line)
-        if dry_run or plan.empty:
-            _err("dry run: nothing changed" if dry_run else "nothing to consolidate")
+        if dry_run:
+            _err("dry run: nothing changed")
+            return
+        if plan.empty:
+            consolidation.apply_plan(store, plan)  # recorded, so the trigger waits for changes
+            _err("nothing to consolidate")
             return
         warnings = plan.warnings()
         confirmed = yes
@@ -428,10 +432,14 @@ def _undo(store: MemoryStore, run: str | None, directory: Path) -> None:
     from memstore.undo import undo_run
 
     if run is None:
-        last = store.last_run(ACTOR)
-        if last is None:
+        candidates = [
+            row["run_id"]
+            for row in store.runs()
+            if row["actor"] == ACTOR and row["events"] and not row["undone_by"]
+        ]
+        if not candidates:
             fail("no consolidation run to undo")
-        run = last.id
+        run = candidates[-1]
     result = undo_run(store, run)
     parts = [
         f"{label} {', '.join(names)}"
