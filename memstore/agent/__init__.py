@@ -1,0 +1,1 @@
+"""The coding agent of `memctl chat`: its loop, tools, context compression and memory."""

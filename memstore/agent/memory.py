@@ -1,0 +1,134 @@
+"""The agent's memory around each user turn: recall before it, learning after it.
+
+Before a turn: recall picks the memories for the turn (model selection, keyword fallback)
+and renders the block injected into a copy of the user's message. After the turn: extraction
+reads the whole turn (final reply included); consolidation runs only when its rule says so
+(memstore.consolidate.consolidation_due); `.memory/` is re-exported after any change.
+Nothing here raises for a model or export failure: the turn goes on, the reason is logged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memstore.consolidate import (
+    MAX_MEMORIES,
+    MIN_CHANGES,
+    THRESHOLD,
+    Consolidation,
+    consolidate_memories,
+    consolidation_due,
+)
+from memstore.errors import MemstoreError
+from memstore.extract import Extraction, extract_memories
+from memstore.recall import Recall, memories_block, recall
+from memstore.store import MemoryStore
+
+if TYPE_CHECKING:
+    from anthropic import Anthropic
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class MemorySettings:
+    """How the agent uses memory; every number here is documented in the README."""
+
+    max_recalled: int = 5
+    consolidation_threshold: int = THRESHOLD
+    max_memories: int = MAX_MEMORIES
+    min_changes: int = MIN_CHANGES
+
+
+@dataclass
+class TurnRecall:
+    recall: Recall
+    # The <relevant_memories> block for the turn ("" when nothing was recalled).
+    block: str
+
+
+@dataclass
+class TurnLearning:
+    extraction: Extraction
+    # Why consolidation ran (None when it was not due), and what it did.
+    consolidation_reason: str | None = None
+    consolidation: Consolidation | None = None
+    consolidation_failure: str = ""
+    exported: bool = False
+    export_failure: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+class AgentMemory:
+    def __init__(
+        self,
+        store: MemoryStore,
+        client: Anthropic | None,
+        *,
+        session_id: str,
+        export_dir: Path | None,
+        settings: MemorySettings | None = None,
+    ) -> None:
+        self.store = store
+        self.client = client
+        self.session_id = session_id
+        self.export_dir = export_dir
+        self.settings = settings or MemorySettings()
+        # After a consolidation fails or is refused, wait for this many more changes before
+        # asking again, rather than paying for the same refusal on every turn.
+        self._changes_before_retry = 0
+
+    def before_turn(self, messages: Sequence[Mapping[str, Any]]) -> TurnRecall:
+        chosen = recall(messages, self.settings.max_recalled, store=self.store, client=self.client)
+        memories = [m for m in (self.store.find(name) for name in chosen.names) if m is not None]
+        return TurnRecall(chosen, memories_block(memories))
+
+    def after_turn(self, messages: Sequence[Mapping[str, Any]]) -> TurnLearning:
+        learning = TurnLearning(
+            extract_memories(
+                messages, store=self.store, client=self.client, session_id=self.session_id
+            )
+        )
+        extraction = learning.extraction
+        changed = extraction.changed
+        settings = self.settings
+        self._changes_before_retry -= len(extraction.created) + len(extraction.updated)
+        learning.consolidation_reason = consolidation_due(
+            self.store,
+            threshold=settings.consolidation_threshold,
+            max_memories=settings.max_memories,
+            min_changes=settings.min_changes,
+        )
+        if (
+            learning.consolidation_reason
+            and self.client is not None
+            and self._changes_before_retry <= 0
+        ):
+            try:
+                learning.consolidation = consolidate_memories(
+                    store=self.store, client=self.client, max_memories=settings.max_memories
+                )
+                changed = changed or learning.consolidation.applied
+            except MemstoreError as error:
+                learning.consolidation_failure = str(error)
+                self._changes_before_retry = settings.min_changes
+                log.warning("%s", error)
+        if changed:
+            self.export(learning)
+        return learning
+
+    def export(self, learning: TurnLearning) -> None:
+        if self.export_dir is None:
+            return
+        from memstore.exporter import export_memories
+
+        try:
+            export_memories(self.store, self.export_dir)
+            learning.exported = True
+        except MemstoreError as error:  # e.g. a hand-edited file: the database has it all
+            learning.export_failure = str(error)
+            log.warning("export after the turn failed: %s", error)
