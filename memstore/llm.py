@@ -34,18 +34,27 @@ def small_model_name() -> str:
     return os.environ.get("MEMSTORE_SMALL_MODEL") or DEFAULT_SMALL_MODEL
 
 
-def make_client(*, api_key: str | None = None, base_url: str | None = None) -> Anthropic | None:
-    """A client from the arguments or the environment; None when there is no credential."""
+def make_client(
+    *, api_key: str | None = None, base_url: str | None = None, max_retries: int = 2
+) -> Anthropic | None:
+    """A client from the arguments or the environment; None when there is no credential and
+    no ANTHROPIC_BASE_URL (an Anthropic-compatible local server may not need a key).
+
+    The SDK retries connection errors, 408, 409, 429 and 5xx (overloaded is 529) with
+    exponential backoff, `max_retries` times.
+    """
     api_key = api_key or os.environ.get("ANTHROPIC_API_KEY")
-    if not api_key and not os.environ.get("ANTHROPIC_AUTH_TOKEN"):
+    base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
+    token = os.environ.get("ANTHROPIC_AUTH_TOKEN")
+    if not api_key and not token and not base_url:
         return None
     from anthropic import Anthropic
 
     return Anthropic(
-        api_key=api_key,
-        base_url=base_url or os.environ.get("ANTHROPIC_BASE_URL") or None,
+        api_key=api_key or (None if token else "no-key"),
+        base_url=base_url,
         timeout=60.0,
-        max_retries=2,
+        max_retries=max_retries,
     )
 
 
@@ -75,7 +84,7 @@ def ask_text(
         raise ModelUnavailable(f"cannot reach the model API: {error}") from None
     except anthropic.APIStatusError as error:
         raise ModelUnavailable(
-            f"the model API answered {error.status_code}: {_message(error)}"
+            f"the model API answered {error.status_code}: {error_message(error)}"
         ) from None
     except anthropic.AnthropicError as error:
         raise ModelUnavailable(f"model call failed: {error}") from None
@@ -85,7 +94,8 @@ def ask_text(
     return "".join(texts)
 
 
-def _message(error: Any) -> str:
+def error_message(error: Any) -> str:
+    """The API's own message in an error response, else the exception's."""
     body = getattr(error, "body", None)
     if isinstance(body, dict):
         detail = body.get("error")

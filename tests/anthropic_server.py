@@ -2,7 +2,9 @@
 
 Each POST to /v1/messages takes the next scripted reply and records the request, so a test
 can assert both what memstore sent and what it did with the answer. Replies are built with
-text_reply(), error_reply() or slow_reply(); when the script runs out the server answers 500.
+text_reply(), tool_reply(), error_reply() or slow_reply(); when the script runs out the
+server answers 500. A request with "stream": true gets the reply as server-sent events, the
+way the real API streams it.
 """
 
 from __future__ import annotations
@@ -23,7 +25,15 @@ class ScriptedReply:
     delay: float = 0.0
 
 
-def text_reply(text: str, *, input_tokens: int = 10, output_tokens: int = 5) -> ScriptedReply:
+def message_reply(
+    content: list[dict[str, Any]],
+    stop_reason: str,
+    *,
+    input_tokens: int = 10,
+    output_tokens: int = 5,
+    cache_read: int = 0,
+    cache_creation: int = 0,
+) -> ScriptedReply:
     return ScriptedReply(
         200,
         {
@@ -31,12 +41,31 @@ def text_reply(text: str, *, input_tokens: int = 10, output_tokens: int = 5) -> 
             "type": "message",
             "role": "assistant",
             "model": "scripted",
-            "content": [{"type": "text", "text": text}],
-            "stop_reason": "end_turn",
+            "content": content,
+            "stop_reason": stop_reason,
             "stop_sequence": None,
-            "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
+            "usage": {
+                "input_tokens": input_tokens,
+                "output_tokens": output_tokens,
+                "cache_read_input_tokens": cache_read,
+                "cache_creation_input_tokens": cache_creation,
+            },
         },
     )
+
+
+def text_reply(text: str, **usage: int) -> ScriptedReply:
+    return message_reply([{"type": "text", "text": text}], "end_turn", **usage)
+
+
+def tool_reply(*calls: tuple[str, dict[str, Any]], text: str = "", **usage: int) -> ScriptedReply:
+    """The model asks for tool calls, each (name, input); ids are toolu_0, toolu_1, ..."""
+    content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    content += [
+        {"type": "tool_use", "id": f"toolu_{i}", "name": name, "input": arguments}
+        for i, (name, arguments) in enumerate(calls)
+    ]
+    return message_reply(content, "tool_use", **usage)
 
 
 def error_reply(status: int, kind: str, message: str = "scripted failure") -> ScriptedReply:
@@ -76,10 +105,13 @@ class _Handler(BaseHTTPRequestHandler):
         )
         if reply.delay:
             time.sleep(reply.delay)
-        data = json.dumps(reply.body).encode()
+        streamed = bool(payload.get("stream")) and reply.status == 200
+        data = _events(reply.body) if streamed else json.dumps(reply.body).encode()
         try:
             self.send_response(reply.status)
-            self.send_header("content-type", "application/json")
+            self.send_header(
+                "content-type", "text/event-stream" if streamed else "application/json"
+            )
             self.send_header("content-length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
@@ -88,6 +120,57 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, *_: Any) -> None:
         pass
+
+
+def _events(message: dict[str, Any]) -> bytes:
+    """A message as the stream of server-sent events the real API sends for it."""
+    usage = message["usage"]
+    events: list[dict[str, Any]] = [
+        {
+            "type": "message_start",
+            "message": {
+                **message,
+                "content": [],
+                "stop_reason": None,
+                "usage": {**usage, "output_tokens": 1},
+            },
+        }
+    ]
+    for index, block in enumerate(message["content"]):
+        if block["type"] == "text":
+            events.append(
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {"type": "text", "text": ""},
+                }
+            )
+            text = block["text"]
+            for start in range(0, len(text), 20):  # several deltas, as a real stream has
+                delta = {"type": "text_delta", "text": text[start : start + 20]}
+                events.append({"type": "content_block_delta", "index": index, "delta": delta})
+        else:
+            events.append(
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {**block, "input": {}},
+                }
+            )
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+            events.append({"type": "content_block_delta", "index": index, "delta": delta})
+        events.append({"type": "content_block_stop", "index": index})
+    events.append(
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+            "usage": {"output_tokens": usage["output_tokens"]},
+        }
+    )
+    events.append({"type": "message_stop"})
+    return "".join(
+        f"event: {event['type']}\ndata: {json.dumps(event)}\n\n" for event in events
+    ).encode()
 
 
 def serve() -> Iterator[AnthropicServer]:

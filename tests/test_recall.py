@@ -148,6 +148,7 @@ def test_connection_refused_falls_back(filled: MemoryStore) -> None:
 def test_no_api_key_means_no_client(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
     assert make_client() is None
 
 

@@ -363,6 +363,40 @@ NO_MODEL_HELP = (
 
 
 @app.command()
+def chat(
+    workspace: Annotated[
+        Path, typer.Option("--workspace", "-w", help="The folder the agent works in.")
+    ] = Path("."),
+    model: Annotated[
+        str | None,
+        typer.Option("--model", "-m", help="The model (default: $MEMSTORE_MODEL or Sonnet)."),
+    ] = None,
+    no_memory: Annotated[
+        bool, typer.Option("--no-memory", help="No recall, no learning, no memory index.")
+    ] = False,
+) -> None:
+    """Talk to a coding agent that remembers across sessions."""
+    from memctl.chat import run_chat
+    from memstore.llm import make_client, model_name
+
+    workspace = workspace.resolve()
+    if not workspace.is_dir():
+        fail(f"no folder {workspace}")
+    client = make_client(max_retries=4)
+    if client is None:
+        fail(f"memctl chat needs a model: {NO_MODEL_HELP}")
+    # The workspace's own memory, unless --db or MEMCTL_DB says otherwise.
+    db = workspace / DEFAULT_DB if State.db == DEFAULT_DB else State.db
+    run_chat(
+        db=db,
+        workspace=workspace,
+        model=model or model_name(),
+        use_memory=not no_memory,
+        client=client,
+    )
+
+
+@app.command()
 def consolidate(
     run: Annotated[
         str | None, typer.Argument(help="With --undo: the run to undo (default: the last).")

@@ -53,7 +53,7 @@ def _json_default(value: Any) -> Any:
 
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     """Aligned columns; on a terminal, lines are cut to its width."""
-    cells = [[_cell(value) for value in row] for row in rows]
+    cells = [[one_line(value) for value in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in cells:
         for i, value in enumerate(row[:-1]):
@@ -72,7 +72,8 @@ def _line(values: Sequence[str], widths: Sequence[int]) -> str:
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
-def _cell(value: Any) -> str:
+def one_line(value: Any) -> str:
+    """A value as one line of plain text, safe to print."""
     if value is None:
         return ""
     if isinstance(value, bytes):
@@ -110,9 +111,9 @@ def plan_lines(plan: ConsolidationPlan) -> list[str]:
         arrow = "rewrite" if merge.sources == (result.name,) else "merge"
         lines.append(
             f"{arrow:8} {', '.join(merge.sources)} → {result.name} ({result.type}): "
-            f"{_cell(result.description)}"
+            f"{one_line(result.description)}"
         )
     for drop in plan.drops:
-        lines.append(f"{'drop':8} {drop.name}: {_cell(drop.reason) or 'no reason given'}")
+        lines.append(f"{'drop':8} {drop.name}: {one_line(drop.reason) or 'no reason given'}")
     lines.append(f"{plan.before} → {plan.after} memories")
     return lines

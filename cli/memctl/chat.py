@@ -1,0 +1,343 @@
+"""`memctl chat`: the terminal face of the agent in memstore.agent. It only reads lines,
+renders what the agent reports, and runs the slash commands.
+
+On a terminal: line editing and history (readline), a spinner while the model thinks, the
+answer streamed and then shown as Markdown, tool calls one line each. Piped (tests,
+scripts): plain text, streamed as it comes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from memctl.render import one_line, print_table
+from memstore.agent.loop import Agent, AgentFailed, SessionFiles
+from memstore.agent.memory import AgentMemory
+from memstore.agent.tools import ToolResult, Workspace
+from memstore.errors import MemstoreError
+from memstore.store import MemoryStore
+
+HELP = """\
+/memory [NAME]     list the memories, or show one
+/remember TEXT     save TEXT as a memory (start with 'project:', 'feedback:' or
+                   'reference:' for another type than user)
+/forget NAME       delete a memory (memctl restore NAME brings it back)
+/recall            which memories were injected this turn, and why
+/cost              tokens used this session, cache reads and writes included
+/exit              end the session (Ctrl-D too); Ctrl-C stops the current turn"""
+
+
+@dataclass
+class TerminalEvents:
+    """Renders the agent's progress: rich on a terminal, plain text when piped."""
+
+    tty: bool
+    _text: list[str] = field(default_factory=list)
+    _status: Any = None
+    _live: Any = None
+    _console: Any = None
+
+    def __post_init__(self) -> None:
+        if self.tty:
+            from rich.console import Console
+
+            self._console = Console(highlight=False)
+
+    def waiting(self, active: bool) -> None:
+        if not self.tty:
+            return
+        if active and self._status is None:
+            self.finish()
+            self._status = self._console.status("thinking…", spinner="dots")
+            self._status.start()
+        elif not active and self._status is not None:
+            self._status.stop()
+            self._status = None
+
+    def text(self, delta: str) -> None:
+        if not self.tty:
+            sys.stdout.write(delta)
+            sys.stdout.flush()
+            self._text.append(delta)
+            return
+        from rich.live import Live
+        from rich.markdown import Markdown
+
+        self._text.append(delta)
+        if self._live is None:
+            self._live = Live(
+                console=self._console, refresh_per_second=8, vertical_overflow="visible"
+            )
+            self._live.start()
+        self._live.update(Markdown("".join(self._text)))
+
+    def finish(self) -> None:
+        """End the answer being streamed, if any."""
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+        elif self._text and not self.tty and not "".join(self._text).endswith("\n"):
+            sys.stdout.write("\n")
+        self._text.clear()
+
+    def tool_call(self, name: str, arguments: dict[str, Any]) -> None:
+        self.finish()
+        self.line(f"⏺ {name}({_brief(arguments)})", style="cyan")
+
+    def tool_result(self, name: str, result: ToolResult) -> None:
+        lines = result.text.splitlines()
+        first = one_line(lines[0])[:100] if lines else ""
+        more = f" (+{len(lines) - 1} lines)" if len(lines) > 1 else ""
+        mark = "✗" if result.is_error else "⎿"
+        self.line(f"  {mark} {first}{more}", style="red" if result.is_error else "dim")
+
+    def notice(self, message: str) -> None:
+        self.finish()
+        self.line(message, style="yellow")
+
+    def line(self, text: str, style: str = "") -> None:
+        if self.tty:
+            self._console.print(text, style=style or None, markup=False)
+        else:
+            sys.stdout.write(text + "\n")
+            sys.stdout.flush()
+
+
+def _brief(arguments: dict[str, Any]) -> str:
+    for key in ("command", "path", "pattern"):
+        if isinstance(arguments.get(key), str):
+            return one_line(arguments[key])[:80]
+    return one_line(arguments)[:80]
+
+
+def new_session_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + os.urandom(3).hex()
+
+
+def run_chat(
+    *,
+    db: Path,
+    workspace: Path,
+    model: str,
+    use_memory: bool,
+    client: Any,
+) -> None:
+    tty = sys.stdin.isatty() and sys.stdout.isatty()
+    events = TerminalEvents(tty)
+    session_id = new_session_id()
+    session = SessionFiles(db.parent / "sessions" / session_id)
+    export_dir = workspace / ".memory"
+    with MemoryStore(db, actor="chat", command=f"memctl chat (session {session_id})") as store:
+        memory = (
+            AgentMemory(store, client, session_id=session_id, export_dir=export_dir)
+            if use_memory
+            else None
+        )
+        agent = Agent(
+            client,
+            model=model,
+            workspace=Workspace(workspace),
+            session=session,
+            memory=memory,
+            events=events,
+        )
+        history_file = db.parent / "chat_history"
+        if tty:
+            _start_line_editing(history_file)
+        memories = f"{store.count()} memories" if use_memory else "memory off"
+        events.line(
+            f"memctl chat · {model} · {workspace} · {memories} · /help for commands", style="dim"
+        )
+        try:
+            _repl(agent, store, events, tty, export_dir)
+        finally:
+            if tty:
+                _save_line_history(history_file)
+            events.line(f"session saved in {session.directory}", style="dim")
+
+
+def _repl(
+    agent: Agent, store: MemoryStore, events: TerminalEvents, tty: bool, export_dir: Path
+) -> None:
+    while True:
+        try:
+            line = input("› " if tty else "")
+        except EOFError:
+            return
+        except KeyboardInterrupt:
+            events.line("")
+            continue
+        text = line.strip()
+        if not text:
+            continue
+        if text.startswith("/"):
+            if not slash_command(text, agent, store, events, export_dir):
+                return
+            continue
+        try:
+            outcome = agent.turn(text)
+        except KeyboardInterrupt:
+            events.finish()
+            events.waiting(False)
+            agent.interrupted()
+            events.notice("[turn stopped; the session goes on]")
+            continue
+        except AgentFailed as error:
+            events.finish()
+            events.notice(f"error: {error}. Your message is kept; send another to go on.")
+            continue
+        events.finish()
+        if outcome.learning is not None:
+            _report_learning(outcome, events)
+
+
+def _report_learning(outcome: Any, events: TerminalEvents) -> None:
+    learning = outcome.learning
+    extraction = learning.extraction
+    saved = [f"{n} (new)" for n in extraction.created] + [
+        f"{n} (updated)" for n in extraction.updated
+    ]
+    if saved:
+        events.line(f"remembered: {', '.join(saved)}", style="green")
+    consolidation = learning.consolidation
+    if consolidation is not None and consolidation.applied:
+        plan = consolidation.plan
+        events.line(
+            f"memories consolidated: {plan.before} → {plan.after} "
+            f"(undo: memctl consolidate --undo {consolidation.run_id[:8]})",
+            style="green",
+        )
+    for problem in (learning.consolidation_failure, learning.export_failure):
+        if problem:
+            events.notice(problem)
+
+
+def slash_command(
+    text: str, agent: Agent, store: MemoryStore, events: TerminalEvents, export_dir: Path
+) -> bool:
+    """Run one /command; False when the session should end."""
+    command, _, argument = text.partition(" ")
+    argument = argument.strip()
+    try:
+        if command in ("/exit", "/quit"):
+            return False
+        if command == "/help":
+            events.line(HELP)
+        elif command == "/memory":
+            _show_memory(store, argument, events)
+        elif command == "/remember":
+            name = remember(store, argument)
+            _export(store, export_dir)
+            events.line(f"remembered {name}", style="green")
+        elif command == "/forget":
+            if not argument:
+                events.notice("usage: /forget NAME")
+            else:
+                store.delete(argument)
+                _export(store, export_dir)
+                events.line(f"forgot {argument} (memctl restore {argument} brings it back)")
+        elif command == "/recall":
+            _show_recall(agent, events)
+        elif command == "/cost":
+            _show_cost(agent, events)
+        else:
+            events.notice(f"unknown command {command}; /help lists them")
+    except MemstoreError as error:
+        events.notice(f"error: {error}")
+    return True
+
+
+def _show_memory(store: MemoryStore, name: str, events: TerminalEvents) -> None:
+    if name:
+        from memstore.files import render_memory_file
+
+        events.line(render_memory_file(store.get(name)).rstrip())
+        return
+    summaries = store.summaries()
+    if not summaries:
+        events.line("no memories yet")
+        return
+    events.finish()
+    print_table(["NAME", "TYPE", "DESCRIPTION"], summaries)
+
+
+TYPE_PREFIXES = ("user", "feedback", "project", "reference")
+
+
+def remember(store: MemoryStore, text: str) -> str:
+    """Save TEXT as a memory, refusing secrets; its name comes from its first words."""
+    from memstore.errors import InvalidMemory
+    from memstore.secrets import find_secrets
+    from memstore.validation import name_from_text, with_suffix
+
+    kind = "user"
+    head, colon, rest = text.partition(":")
+    if colon and head.strip().lower() in TYPE_PREFIXES:
+        kind, text = head.strip().lower(), rest.strip()
+    if not text:
+        raise InvalidMemory("text", "usage: /remember TEXT")
+    secrets = find_secrets(text)
+    if secrets:
+        raise InvalidMemory("text", f"looks like it holds a secret ({secrets[0].kind}); not saved")
+    first_line = text.splitlines()[0]
+    base = name_from_text(" ".join(first_line.split()[:6]))
+    with store.transaction(actor="chat") as tx:
+        name, number = base, 1
+        while tx.find(name) is not None:
+            number += 1
+            name = with_suffix(base, number)
+        tx.create(name, kind, first_line[:150], text)
+    return name
+
+
+def _show_recall(agent: Agent, events: TerminalEvents) -> None:
+    chosen = agent.last_recall
+    if chosen is None:
+        events.line("nothing recalled yet this session")
+        return
+    result = chosen.recall
+    why = f" ({result.reason})" if result.reason else ""
+    events.line(f"{result.path} recall{why}: {len(result.names)} memories")
+    for name in result.names:
+        score = result.scores.get(name)
+        events.line(f"  {name}" + (f"  score {score:.2f}" if score is not None else ""))
+
+
+def _show_cost(agent: Agent, events: TerminalEvents) -> None:
+    usage = agent.usage
+    events.line(
+        f"{usage.calls} model calls · input {usage.input_tokens:,} · output "
+        f"{usage.output_tokens:,} · cache reads {usage.cache_read_input_tokens:,} · "
+        f"cache writes {usage.cache_creation_input_tokens:,} tokens"
+    )
+
+
+def _export(store: MemoryStore, export_dir: Path) -> None:
+    from memstore.exporter import export_memories
+
+    export_memories(store, export_dir)
+
+
+def _start_line_editing(history_file: Path) -> None:
+    try:
+        import readline
+    except ImportError:  # Windows without pyreadline: input() still works
+        return
+    with contextlib.suppress(OSError):
+        readline.read_history_file(history_file)
+    readline.set_history_length(1_000)
+
+
+def _save_line_history(history_file: Path) -> None:
+    try:
+        import readline
+
+        readline.write_history_file(history_file)
+    except (ImportError, OSError):
+        pass

@@ -1,0 +1,280 @@
+"""The context-compression pipeline run before every model call (the seed's s08), fixed.
+
+1. tool_result_budget: a very large tool result is saved to a file and replaced by a preview.
+2. snip_compact: a long history keeps its head and its tail; the cut never separates a tool
+   call from its result (the seed's could, and the API then refuses the request).
+3. micro_compact: old tool results are shortened; the recent ones stay whole.
+4. compact_history: over the context budget, the history is summarised by the model, after
+   the full transcript is saved; the current turn is kept as it is.
+reactive_compact runs once when the API still says the prompt is too long.
+
+Messages are Anthropic-style dicts; content is a string or a list of block dicts. Every
+function returns a new list and never mutates the messages it is given.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+Message = dict[str, Any]
+
+TOOL_RESULT_MAX_CHARS = 20_000
+TOOL_RESULT_PREVIEW_CHARS = 2_000
+SNIP_MAX_MESSAGES = 80
+SNIP_KEEP_HEAD = 2
+SNIP_KEEP_TAIL = 40
+MICRO_KEEP_RECENT = 6
+MICRO_MIN_CHARS = 600
+MICRO_PREVIEW_CHARS = 200
+CONTEXT_BUDGET_TOKENS = 120_000
+SUMMARY_INPUT_MAX_CHARS = 200_000
+
+
+@dataclass(frozen=True)
+class CompactionSettings:
+    """When each step of the pipeline acts; the defaults suit a 200k-token model."""
+
+    tool_result_max_chars: int = TOOL_RESULT_MAX_CHARS
+    snip_max_messages: int = SNIP_MAX_MESSAGES
+    snip_keep_head: int = SNIP_KEEP_HEAD
+    snip_keep_tail: int = SNIP_KEEP_TAIL
+    micro_keep_recent: int = MICRO_KEEP_RECENT
+    context_budget_tokens: int = CONTEXT_BUDGET_TOKENS
+
+
+def estimate_tokens(messages: Sequence[Message]) -> int:
+    """A cheap estimate: about four characters of JSON per token."""
+    return len(json.dumps(messages, ensure_ascii=False, default=str)) // 4
+
+
+def blocks(message: Message) -> list[dict[str, Any]]:
+    """The message's content as a list of blocks."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    return [b for b in content or [] if isinstance(b, dict)]
+
+
+def tool_use_ids(message: Message) -> set[str]:
+    return {str(b.get("id")) for b in blocks(message) if b.get("type") == "tool_use"}
+
+
+def is_tool_results(message: Message) -> bool:
+    """A user message that carries tool results (the answer to the previous tool calls)."""
+    return message.get("role") == "user" and any(
+        b.get("type") == "tool_result" for b in blocks(message)
+    )
+
+
+def result_text(block: dict[str, Any]) -> str:
+    content = block.get("content", "")
+    if isinstance(content, str):
+        return content
+    return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+
+
+def _with_result(block: dict[str, Any], text: str) -> dict[str, Any]:
+    return {**block, "content": text}
+
+
+# -- 1. tool_result_budget -------------------------------------------------------------------
+
+
+def tool_result_budget(
+    messages: Sequence[Message], save_dir: Path, *, max_chars: int = TOOL_RESULT_MAX_CHARS
+) -> list[Message]:
+    """Very large tool results saved under `save_dir`, replaced by a preview and the path."""
+    out: list[Message] = []
+    for message in messages:
+        if not is_tool_results(message):
+            out.append(message)
+            continue
+        new_blocks = []
+        for block in blocks(message):
+            text = result_text(block) if block.get("type") == "tool_result" else ""
+            if len(text) > max_chars:
+                save_dir.mkdir(parents=True, exist_ok=True)
+                path = save_dir / f"{_safe(str(block.get('tool_use_id', 'result')))}.txt"
+                path.write_text(text, encoding="utf-8")
+                block = _with_result(
+                    block,
+                    f"{text[:TOOL_RESULT_PREVIEW_CHARS]}\n[… output of {len(text):,} characters "
+                    f"cut here; the whole output is saved in {path}]",
+                )
+            new_blocks.append(block)
+        out.append({**message, "content": new_blocks})
+    return out
+
+
+def _safe(identifier: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in identifier)[:100]
+
+
+# -- 2. snip_compact -------------------------------------------------------------------------
+
+
+def snip_compact(
+    messages: Sequence[Message],
+    *,
+    max_messages: int = SNIP_MAX_MESSAGES,
+    keep_head: int = SNIP_KEEP_HEAD,
+    keep_tail: int = SNIP_KEEP_TAIL,
+    keep_from: int | None = None,
+) -> list[Message]:
+    """Head and tail of a long history, with a note where the middle was.
+
+    The tail reaches back at least to `keep_from` (the current turn's user message, which
+    must not be cut). The head is extended until its last tool calls have their results;
+    the tail never starts with tool results whose calls were cut. Messages of one role that
+    end up side by side are merged, so roles keep alternating and the distance of every
+    tail message from the end is unchanged.
+    """
+    if len(messages) <= max_messages:
+        return list(messages)
+    head_end = min(keep_head, len(messages))
+    while head_end < len(messages) and tool_use_ids(messages[head_end - 1]):
+        head_end += 1  # include the results of the head's last tool calls
+    tail_start = max(len(messages) - keep_tail, head_end)
+    if keep_from is not None:
+        tail_start = min(tail_start, keep_from)
+    while tail_start < len(messages) and is_tool_results(messages[tail_start]):
+        tail_start -= 1  # start at the calls, not at their orphaned results
+    if tail_start <= head_end:
+        return list(messages)
+    cut = tail_start - head_end
+    note = {
+        "role": "user",
+        "content": f"[{cut} earlier messages of this conversation were removed to save context]",
+    }
+    return merge_same_roles([*messages[:head_end], note, *messages[tail_start:]])
+
+
+def merge_same_roles(messages: Sequence[Message]) -> list[Message]:
+    """Adjacent messages of one role merged into one (their blocks concatenated)."""
+    merged: list[Message] = []
+    for message in messages:
+        if merged and merged[-1].get("role") == message.get("role"):
+            previous = merged[-1]
+            merged[-1] = {**previous, "content": blocks(previous) + blocks(message)}
+        else:
+            merged.append(message)
+    return merged
+
+
+# -- 3. micro_compact ------------------------------------------------------------------------
+
+
+def micro_compact(
+    messages: Sequence[Message], *, keep_recent: int = MICRO_KEEP_RECENT
+) -> list[Message]:
+    """Tool results older than the `keep_recent` most recent ones cut to a short preview."""
+    positions = [
+        (i, j)
+        for i, message in enumerate(messages)
+        if is_tool_results(message)
+        for j, block in enumerate(blocks(message))
+        if block.get("type") == "tool_result"
+    ]
+    old = set(positions[: max(len(positions) - keep_recent, 0)])
+    if not old:
+        return list(messages)
+    out: list[Message] = []
+    for i, message in enumerate(messages):
+        if not is_tool_results(message):
+            out.append(message)
+            continue
+        new_blocks = []
+        for j, block in enumerate(blocks(message)):
+            text = result_text(block) if (i, j) in old else ""
+            if len(text) > MICRO_MIN_CHARS:
+                block = _with_result(
+                    block,
+                    f"{text[:MICRO_PREVIEW_CHARS]}\n[old tool result shortened to save "
+                    f"context: {len(text):,} characters in all]",
+                )
+            new_blocks.append(block)
+        out.append({**message, "content": new_blocks})
+    return out
+
+
+# -- 4. compact_history and reactive_compact -------------------------------------------------
+
+SUMMARY_PROMPT = (
+    "Summarise the conversation so far for the coding agent that will continue it: the "
+    "user's goals and requests, decisions made, files created or changed, commands run and "
+    "their outcomes, and what is still to do. Be specific (paths, names, numbers); at most "
+    "about 500 words."
+)
+
+
+def compact_history(
+    messages: Sequence[Message],
+    *,
+    current_turn_start: int,
+    summarize: Callable[[str], str],
+    transcript_path: Path,
+) -> list[Message]:
+    """The history before the current turn replaced by the model's summary of it.
+
+    The full transcript is saved to `transcript_path` first, so nothing is lost; the current
+    turn (from `current_turn_start`) is kept whole.
+    """
+    earlier, current = list(messages[:current_turn_start]), list(messages[current_turn_start:])
+    if not earlier:
+        return list(messages)
+    save_transcript(messages, transcript_path)
+    summary = summarize(render_for_summary(earlier))
+    note = {
+        "role": "user",
+        "content": f"[Summary of the earlier conversation; the full transcript is saved in "
+        f"{transcript_path}]\n\n{summary}",
+    }
+    return merge_same_roles(
+        [note, {"role": "assistant", "content": "Understood; I'll continue from there."}, *current]
+    )
+
+
+def reactive_compact(
+    messages: Sequence[Message],
+    *,
+    current_turn_start: int,
+    summarize: Callable[[str], str],
+    transcript_path: Path,
+) -> list[Message]:
+    """After the API refused the prompt as too long: summarise, shorten every old result
+    hard, and if the current turn alone is still too long, keep only its start and end."""
+    compacted = compact_history(
+        messages,
+        current_turn_start=current_turn_start,
+        summarize=summarize,
+        transcript_path=transcript_path,
+    )
+    compacted = micro_compact(compacted, keep_recent=1)
+    # The summary, its acknowledgement and the current user message stay at the head.
+    return snip_compact(compacted, max_messages=12, keep_head=3, keep_tail=8)
+
+
+def render_for_summary(messages: Sequence[Message]) -> str:
+    lines = []
+    for message in messages:
+        for block in blocks(message):
+            kind = block.get("type")
+            if kind == "text":
+                lines.append(f"{message.get('role')}: {block.get('text', '')}")
+            elif kind == "tool_use":
+                lines.append(f"[tool call {block.get('name')}: {json.dumps(block.get('input'))}]")
+            elif kind == "tool_result":
+                lines.append(f"[tool result: {result_text(block)[:1_000]}]")
+    text = "\n".join(lines)
+    return text[-SUMMARY_INPUT_MAX_CHARS:]
+
+
+def save_transcript(messages: Sequence[Message], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as handle:
+        for message in messages:
+            handle.write(json.dumps(message, ensure_ascii=False, default=str) + "\n")

@@ -1,0 +1,418 @@
+"""The agent loop of `memctl chat` (the seed's agent_loop, with its defects fixed).
+
+Per user turn: recall picks memories; the system prompt (instructions + MEMORY.md index) is
+built once; then, until the model stops asking for tools: the compression pipeline runs on
+the working messages, the memories are injected into a *copy* of the current user message,
+the model is called (streamed), tool calls run and their results go back. When the model is
+done, extraction reads the full, uncompressed turn (final reply included) and consolidation
+runs when due; `.memory/` is re-exported after any change.
+
+Two message lists are kept: `history`, everything said, never compressed, appended to the
+session transcript as it grows (a crash loses nothing); and `messages`, the working context
+the pipeline compresses. The current user message is found by the identity of its text
+block, which survives every compression step, rather than by a remembered position (the
+seed's went stale after a snip, and crashed on list content).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from memstore.agent.compact import (
+    CompactionSettings,
+    Message,
+    blocks,
+    compact_history,
+    estimate_tokens,
+    merge_same_roles,
+    micro_compact,
+    reactive_compact,
+    snip_compact,
+    tool_result_budget,
+    tool_use_ids,
+)
+from memstore.agent.memory import AgentMemory, TurnLearning, TurnRecall
+from memstore.agent.tools import TOOL_DEFINITIONS, ToolResult, Workspace
+from memstore.errors import MemstoreError
+from memstore.llm import ModelUnavailable, ask_text, error_message
+
+if TYPE_CHECKING:
+    from anthropic import Anthropic
+
+log = logging.getLogger(__name__)
+
+MAX_TOKENS = 8_000
+MAX_TOOL_ROUNDS = 50
+SUMMARY_MAX_TOKENS = 2_000
+BASE_INSTRUCTIONS = """\
+You are a coding agent working in the user's terminal, in the workspace {workspace}. Use \
+the tools to read, run and change things there; paths are relative to the workspace and \
+cannot leave it. Be concise; show what you changed.
+
+You have a long-term memory that persists across sessions. Its index is below; memories \
+relevant to the user's message are shown to you inside <relevant_memories> in that message. \
+Follow the user's remembered preferences. A memory can be outdated: when it names files or \
+code, check them before relying on it. What is worth remembering from this conversation is \
+saved automatically after each of your final replies."""
+
+
+class AgentFailed(MemstoreError):
+    """The model call failed after retries; the session and its history are intact."""
+
+
+class AgentEvents(Protocol):
+    """What the agent reports as it works; the CLI renders it."""
+
+    def waiting(self, active: bool) -> None: ...
+    def text(self, delta: str) -> None: ...
+    def tool_call(self, name: str, arguments: dict[str, Any]) -> None: ...
+    def tool_result(self, name: str, result: ToolResult) -> None: ...
+    def notice(self, message: str) -> None: ...
+
+
+class SilentEvents:
+    def waiting(self, active: bool) -> None:
+        pass
+
+    def text(self, delta: str) -> None:
+        pass
+
+    def tool_call(self, name: str, arguments: dict[str, Any]) -> None:
+        pass
+
+    def tool_result(self, name: str, result: ToolResult) -> None:
+        pass
+
+    def notice(self, message: str) -> None:
+        pass
+
+
+@dataclass
+class Usage:
+    """Tokens of this session's main model calls, as the API reported them."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    calls: int = 0
+
+    def add(self, usage: Any) -> None:
+        self.calls += 1
+        for name in (
+            "input_tokens",
+            "output_tokens",
+            "cache_creation_input_tokens",
+            "cache_read_input_tokens",
+        ):
+            setattr(self, name, getattr(self, name) + (getattr(usage, name, 0) or 0))
+
+
+@dataclass
+class SessionFiles:
+    """Where one chat session keeps its transcript, saved tool outputs and compactions."""
+
+    directory: Path
+
+    @property
+    def transcript(self) -> Path:
+        return self.directory / "transcript.jsonl"
+
+    @property
+    def tool_results(self) -> Path:
+        return self.directory / "tool-results"
+
+    def compaction_transcript(self) -> Path:
+        existing = len(list(self.directory.glob("before-compaction-*.jsonl")))
+        return self.directory / f"before-compaction-{existing + 1}.jsonl"
+
+    def append(self, message: Message) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        line = json.dumps(message, ensure_ascii=False, default=str) + "\n"
+        with self.transcript.open("a", encoding="utf-8") as handle:
+            handle.write(line)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+
+@dataclass
+class TurnOutcome:
+    reply: str
+    recall: TurnRecall | None = None
+    learning: TurnLearning | None = None
+    compactions: list[str] = field(default_factory=list)
+
+
+class Agent:
+    def __init__(
+        self,
+        client: Anthropic,
+        *,
+        model: str,
+        workspace: Workspace,
+        session: SessionFiles,
+        memory: AgentMemory | None,
+        events: AgentEvents | None = None,
+        max_tokens: int = MAX_TOKENS,
+        compaction: CompactionSettings | None = None,
+    ) -> None:
+        self.client = client
+        self.model = model
+        self.workspace = workspace
+        self.session = session
+        self.memory = memory
+        self.events: AgentEvents = events or SilentEvents()
+        self.max_tokens = max_tokens
+        self.compaction = compaction or CompactionSettings()
+        self.history: list[Message] = []
+        self.messages: list[Message] = []
+        self.usage = Usage()
+        self.last_recall: TurnRecall | None = None
+
+    # -- one user turn ----------------------------------------------------------------------
+
+    def turn(self, text: str) -> TurnOutcome:
+        """Answer one user message, running tools as the model asks."""
+        turn_block = {"type": "text", "text": text}
+        self._append({"role": "user", "content": [turn_block]})
+        outcome = TurnOutcome(reply="")
+        if self.memory is not None:
+            outcome.recall = self.memory.before_turn(self.history)
+            self.last_recall = outcome.recall
+        system = self.system_prompt()
+        injected = outcome.recall.block if outcome.recall else ""
+        reactive_done = False
+        for _ in range(MAX_TOOL_ROUNDS):
+            self._compress(turn_block, outcome)
+            request = inject(self.messages, turn_block, injected)
+            try:
+                reply = self._call(system, request)
+            except PromptTooLong:
+                if reactive_done:
+                    raise AgentFailed(
+                        "the conversation is too long for the model even after compaction"
+                    ) from None
+                reactive_done = True
+                self.events.notice("[reactive compact] the prompt was too long; compacting")
+                outcome.compactions.append("reactive")
+                self.messages = reactive_compact(
+                    self.messages,
+                    current_turn_start=_index_of(self.messages, turn_block) or 0,
+                    summarize=self._summarize,
+                    transcript_path=self.session.compaction_transcript(),
+                )
+                continue
+            content = [_plain_block(block) for block in reply.content]
+            self._append({"role": "assistant", "content": content})
+            outcome.reply = "".join(b.get("text", "") for b in content if b["type"] == "text")
+            if reply.stop_reason != "tool_use":
+                break
+            self._append({"role": "user", "content": self._run_tools(content)})
+        else:
+            self.events.notice(f"[stopped after {MAX_TOOL_ROUNDS} rounds of tool calls]")
+        if self.memory is not None:
+            outcome.learning = self.memory.after_turn(self.history)
+        return outcome
+
+    def system_prompt(self) -> list[dict[str, Any]]:
+        """Instructions and the MEMORY.md index, built once per turn; cached by the API."""
+        text = BASE_INSTRUCTIONS.format(workspace=self.workspace.root)
+        if self.memory is not None:
+            index = self.memory.store.index_text().strip() or "(no memories yet)"
+            text += f"\n\n# Memory index (MEMORY.md)\n\n{index}"
+        return [{"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}]
+
+    def interrupted(self) -> None:
+        """After Ctrl-C: answer any tool calls left open, so the history stays valid."""
+        last = self.history[-1] if self.history else None
+        open_calls = tool_use_ids(last) if last and last["role"] == "assistant" else set()
+        if open_calls:
+            self._append(
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": call,
+                            "content": "interrupted by the user",
+                            "is_error": True,
+                        }
+                        for call in sorted(open_calls)
+                    ],
+                }
+            )
+
+    # -- steps ------------------------------------------------------------------------------
+
+    def _append(self, message: Message) -> None:
+        self.history.append(message)
+        self.session.append(message)
+        self.messages = merge_same_roles([*self.messages, message])
+
+    def _compress(self, turn_block: dict[str, Any], outcome: TurnOutcome) -> None:
+        settings = self.compaction
+        before = len(self.messages)
+        messages = tool_result_budget(
+            self.messages, self.session.tool_results, max_chars=settings.tool_result_max_chars
+        )
+        messages = snip_compact(
+            messages,
+            max_messages=settings.snip_max_messages,
+            keep_head=settings.snip_keep_head,
+            keep_tail=settings.snip_keep_tail,
+            keep_from=_index_of(messages, turn_block),
+        )
+        if len(messages) < before:
+            outcome.compactions.append("snip")
+            self.events.notice(f"[snip] {before - len(messages)} older messages set aside")
+        compacted = micro_compact(messages, keep_recent=settings.micro_keep_recent)
+        if compacted != messages:
+            outcome.compactions.append("micro")
+        messages = compacted
+        if estimate_tokens(messages) > settings.context_budget_tokens:
+            self.events.notice("[auto compact] summarising the earlier conversation")
+            outcome.compactions.append("auto")
+            messages = compact_history(
+                messages,
+                current_turn_start=_index_of(messages, turn_block) or 0,
+                summarize=self._summarize,
+                transcript_path=self.session.compaction_transcript(),
+            )
+        self.messages = messages
+
+    def _summarize(self, text: str) -> str:
+        from memstore.agent.compact import SUMMARY_PROMPT
+
+        try:
+            return ask_text(
+                self.client,
+                model=self.model,
+                system=SUMMARY_PROMPT,
+                prompt=text,
+                max_tokens=SUMMARY_MAX_TOKENS,
+                timeout=120,
+                max_retries=2,
+            )
+        except ModelUnavailable as error:
+            log.warning("summary failed (%s); the earlier conversation is left out", error)
+            return "(no summary: the model could not be asked; see the saved transcript)"
+
+    def _call(self, system: list[dict[str, Any]], request: list[Message]) -> Any:
+        import anthropic
+
+        self.events.waiting(True)
+        first = True
+        try:
+            with self.client.messages.stream(
+                model=self.model,
+                max_tokens=self.max_tokens,
+                system=system,  # type: ignore[arg-type]
+                tools=cached_tools(),  # type: ignore[arg-type]
+                messages=mark_cache_point(request),  # type: ignore[arg-type]
+            ) as stream:
+                for delta in stream.text_stream:
+                    if first:
+                        self.events.waiting(False)
+                        first = False
+                    self.events.text(delta)
+                reply = stream.get_final_message()
+        except anthropic.APIStatusError as error:
+            if _too_long(error):
+                raise PromptTooLong from None
+            raise AgentFailed(
+                f"the model API answered {error.status_code}: {error_message(error)}"
+            ) from None
+        except anthropic.APIConnectionError as error:
+            raise AgentFailed(f"cannot reach the model API: {error}") from None
+        finally:
+            self.events.waiting(False)
+        self.usage.add(reply.usage)
+        return reply
+
+    def _run_tools(self, content: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        results = []
+        for block in content:
+            if block["type"] != "tool_use":
+                continue
+            self.events.tool_call(block["name"], block.get("input") or {})
+            result = self.workspace.run(block["name"], block.get("input"))
+            self.events.tool_result(block["name"], result)
+            results.append(
+                {
+                    "type": "tool_result",
+                    "tool_use_id": block["id"],
+                    "content": result.text,
+                    **({"is_error": True} if result.is_error else {}),
+                }
+            )
+        return results
+
+
+class PromptTooLong(Exception):
+    pass
+
+
+def inject(messages: list[Message], turn_block: dict[str, Any], memories: str) -> list[Message]:
+    """The request: the messages, with the memories put into a copy of the message holding
+    the current turn's text. The stored messages are never changed."""
+    if not memories:
+        return list(messages)
+    index = _index_of(messages, turn_block)
+    if index is None:
+        log.warning("the current user message was not found; memories not injected")
+        return list(messages)
+    content = []
+    for block in blocks(messages[index]):
+        if block is turn_block:
+            content.append({"type": "text", "text": memories})
+        content.append(block)
+    request = list(messages)
+    request[index] = {**messages[index], "content": content}
+    return request
+
+
+def _index_of(messages: list[Message], turn_block: dict[str, Any]) -> int | None:
+    for index in range(len(messages) - 1, -1, -1):
+        if any(block is turn_block for block in blocks(messages[index])):
+            return index
+    return None
+
+
+def cached_tools() -> list[dict[str, Any]]:
+    """The tool definitions, the last one marked so the API caches them all."""
+    tools = [dict(tool) for tool in TOOL_DEFINITIONS]
+    tools[-1]["cache_control"] = {"type": "ephemeral"}
+    return tools
+
+
+def mark_cache_point(request: list[Message]) -> list[Message]:
+    """The request with its last block marked: the conversation so far is cached for the
+    next call, which then pays only for what is new."""
+    if not request:
+        return request
+    last = request[-1]
+    content = blocks(last)
+    if not content:
+        return request
+    content = [*content[:-1], {**content[-1], "cache_control": {"type": "ephemeral"}}]
+    return [*request[:-1], {**last, "content": content}]
+
+
+def _plain_block(block: Any) -> dict[str, Any]:
+    """An SDK content block as the plain dict the history and transcript keep."""
+    if block.type == "text":
+        return {"type": "text", "text": block.text}
+    if block.type == "tool_use":
+        return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+    dumped: dict[str, Any] = block.model_dump(exclude_none=True)
+    return dumped
+
+
+def _too_long(error: Any) -> bool:
+    text = error_message(error).lower()
+    return error.status_code == 413 or "prompt is too long" in text or "too many tokens" in text

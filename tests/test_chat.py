@@ -1,0 +1,176 @@
+"""End to end: the real `memctl chat` process, driven on stdin, against the scripted server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.anthropic_server import AnthropicServer, error_reply, text_reply, tool_reply
+from tests.conftest import MemctlRunner
+
+PREFERENCE = {
+    "name": "user-indentation",
+    "type": "user",
+    "description": "Always 4 spaces, never tabs",
+    "body": "The user wants Python indented with 4 spaces and never tab characters.",
+}
+
+
+def model_env(server: AnthropicServer) -> dict[str, str]:
+    return {"ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": server.url}
+
+
+def main_calls(server: AnthropicServer) -> list[dict[str, Any]]:
+    """The agent's own calls (they carry the tools), not selection or extraction."""
+    return [request for request in server.requests if "tools" in request]
+
+
+def texts(message: dict[str, Any]) -> str:
+    content = message["content"]
+    if isinstance(content, str):
+        return content
+    return "\n".join(
+        block.get("text", "") if block["type"] == "text" else json.dumps(block)
+        for block in content
+    )
+
+
+def test_a_preference_from_session_one_reaches_session_two(
+    tmp_path: Path, memctl: MemctlRunner, anthropic_server: AnthropicServer
+) -> None:
+    env = model_env(anthropic_server)
+    # Session 1: an empty store, so no selection call; the reply; then extraction.
+    anthropic_server.script(
+        text_reply("Noted: 4 spaces from now on."),
+        text_reply(json.dumps([PREFERENCE])),
+    )
+    first = memctl("chat", input="always use 4 spaces, never tabs\n/exit\n", env=env)
+    assert first.returncode == 0, first.stderr
+    assert "Noted: 4 spaces from now on." in first.stdout
+    assert "remembered: user-indentation (new)" in first.stdout
+    assert (tmp_path / ".memory" / "user-indentation.md").exists()
+    assert "user-indentation" in (tmp_path / ".memory" / "MEMORY.md").read_text()
+    transcripts = list((tmp_path / ".memory" / "sessions").glob("*/transcript.jsonl"))
+    assert len(transcripts) == 1 and "always use 4 spaces" in transcripts[0].read_text()
+
+    # Session 2, a new process: two turns, each with selection, the reply, and extraction.
+    anthropic_server.requests.clear()
+    anthropic_server.script(
+        text_reply("[0]"),
+        text_reply("Here is hello.py."),
+        text_reply("[]"),
+        text_reply("[0]"),
+        text_reply("Added a docstring."),
+        text_reply("[]"),
+    )
+    second = memctl(
+        "chat", input="write a hello world script in python\nnow add a docstring\n", env=env
+    )
+    assert second.returncode == 0, second.stderr
+    first_turn, second_turn = main_calls(anthropic_server)
+    system = first_turn["system"][0]["text"]
+    assert "- [user-indentation](user-indentation.md) — Always 4 spaces, never tabs" in system
+    current = texts(first_turn["messages"][-1])
+    assert "<relevant_memories>" in current and PREFERENCE["body"] in current
+    assert current.rstrip().endswith("write a hello world script in python")
+    # In the second turn, the earlier user message is as the user typed it: memories are
+    # injected into a copy of the current message only, never into the history.
+    user_messages = [m for m in second_turn["messages"] if m["role"] == "user"]
+    assert texts(user_messages[0]) == "write a hello world script in python"
+    assert "<relevant_memories>" in texts(user_messages[-1])
+    assert all("<relevant_memories>" not in texts(m) for m in user_messages[:-1])
+    # Caching: the system prompt, the tools and the conversation so far are marked.
+    assert first_turn["system"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert first_turn["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert second_turn["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert first_turn["stream"] is True
+
+
+def test_a_tool_round_trip_and_a_refused_escape(
+    tmp_path: Path, memctl: MemctlRunner, anthropic_server: AnthropicServer
+) -> None:
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    (tmp_path / "secret.txt").write_text("top secret")
+    anthropic_server.script(
+        tool_reply(("write_file", {"path": "hello.py", "content": "print('hi')\n"})),
+        tool_reply(("read_file", {"path": "hello.py"}), ("read_file", {"path": "../secret.txt"})),
+        text_reply("Wrote and checked hello.py."),
+        text_reply("[]"),
+    )
+    done = memctl(
+        "chat",
+        "--workspace",
+        str(workspace),
+        input="create hello.py\n",
+        env=model_env(anthropic_server),
+    )
+    assert done.returncode == 0, done.stderr
+    assert (workspace / "hello.py").read_text() == "print('hi')\n"
+    assert "⏺ write_file(hello.py)" in done.stdout and "⏺ read_file(../secret.txt)" in done.stdout
+    results = main_calls(anthropic_server)[2]["messages"][-1]["content"]
+    read_back, escape = [block for block in results if block["type"] == "tool_result"]
+    assert "print('hi')" in read_back["content"] and "is_error" not in read_back
+    assert escape["is_error"] is True and "outside the workspace" in escape["content"]
+    assert "top secret" not in json.dumps(anthropic_server.requests)
+    # The workspace's memory lives in the workspace.
+    assert (workspace / ".memory" / "memstore.db").exists()
+
+
+def test_slash_commands(
+    tmp_path: Path, memctl: MemctlRunner, anthropic_server: AnthropicServer
+) -> None:
+    commands = "\n".join(
+        [
+            "/remember project: the staging database is reset every Sunday",
+            "/memory",
+            "/memory the-staging-database-is-reset-every",
+            "/recall",
+            "/cost",
+            "/remember token sk-ant-api03-" + "A1b2C3d4E5" * 8,
+            "/forget the-staging-database-is-reset-every",
+            "/forget no-such-memory",
+            "/nonsense",
+            "/exit",
+        ]
+    )
+    done = memctl("chat", input=commands + "\n", env=model_env(anthropic_server))
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "remembered the-staging-database-is-reset-every" in out
+    assert "type: project" in out
+    assert "nothing recalled yet" in out
+    assert "0 model calls" in out and "cache reads 0" in out
+    assert "looks like it holds a secret (Anthropic API key); not saved" in out
+    assert "forgot the-staging-database-is-reset-every" in out
+    assert "no memory named 'no-such-memory'" in out
+    assert "unknown command /nonsense" in out
+    assert anthropic_server.requests == []
+    assert not (tmp_path / ".memory" / "the-staging-database-is-reset-every.md").exists()
+
+
+def test_an_api_failure_is_reported_and_the_session_goes_on(
+    memctl: MemctlRunner, anthropic_server: AnthropicServer
+) -> None:
+    anthropic_server.script(
+        *[error_reply(529, "overloaded_error", "Overloaded")] * 5,  # the first try + 4 retries
+        text_reply("Second time lucky."),
+        text_reply("[]"),
+    )
+    done = memctl("chat", input="hello\nhello again\n", env=model_env(anthropic_server))
+    assert done.returncode == 0, done.stderr
+    assert "error: the model API answered 529: Overloaded" in done.stdout
+    assert "Second time lucky." in done.stdout
+    # The failed turn's message was kept: the next request carries both.
+    last = main_calls(anthropic_server)[-1]["messages"]
+    assert "hello" in texts(last[0]) and "hello again" in texts(last[0])
+
+
+def test_no_api_key_says_how_to_set_one(memctl: MemctlRunner) -> None:
+    env = {"ANTHROPIC_API_KEY": "", "ANTHROPIC_AUTH_TOKEN": "", "ANTHROPIC_BASE_URL": ""}
+    done = memctl("chat", env=env)
+    assert done.returncode == 1
+    assert done.stderr.startswith("memctl: error: memctl chat needs a model: set ANTHROPIC_API_KEY")
+    assert "ANTHROPIC_BASE_URL" in done.stderr and "recall --offline" in done.stderr
+    assert len(done.stderr.splitlines()) == 1
