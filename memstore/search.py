@@ -7,8 +7,10 @@ User text never reaches MATCH as syntax: every word becomes a quoted FTS5 string
 
 from __future__ import annotations
 
+import functools
 import re
 import sqlite3
+import threading
 from typing import Any
 
 # name, description, body: a word in the name or description says more than one in the body.
@@ -26,11 +28,6 @@ def query_terms(text: str) -> list[str]:
         if term not in terms:
             terms.append(term)
     return terms[:MAX_TERMS]
-
-
-def in_column(terms: list[str], column: str) -> list[str]:
-    """The same terms, matched in one column only."""
-    return [f"{column} : {term}" for term in terms]
 
 
 def match_expression(terms: list[str], *, any_term: bool = False) -> str:
@@ -58,22 +55,6 @@ def ranked_matches(
     ).fetchall()
 
 
-def count_matching_terms(
-    connection: sqlite3.Connection, rowid: int, terms: list[str], stop_at: int
-) -> int:
-    """How many of the quoted `terms` the memory `rowid` contains, counting up to `stop_at`."""
-    found = 0
-    for term in terms:
-        row = connection.execute(
-            "SELECT 1 FROM memory_fts WHERE memory_fts MATCH ? AND rowid = ?", (term, rowid)
-        ).fetchone()
-        if row is not None:
-            found += 1
-            if found == stop_at:
-                break
-    return found
-
-
 # -- recall: segmentation and query terms --------------------------------------------------
 
 # Han characters (CJK unified ideographs, extensions A-B and compatibility ideographs).
@@ -97,3 +78,53 @@ def _bigrams(match: re.Match[str]) -> str:
     if len(run) == 1:
         return f" {run} "
     return " " + " ".join(run[i : i + 2] for i in range(len(run) - 1)) + " "
+
+
+# -- recall: the index's tokens of a text, computed outside the index ----------------------
+
+# The FTS5 tokenizer of memory_fts (migration 0002). Tokens are computed with the same one.
+TOKENIZE = "porter unicode61 remove_diacritics 2"
+# What unicode61 keeps as token characters: letters and digits (an underscore separates).
+_TOKEN = re.compile(r"[^\W_]+")
+STEM_CACHE_MAX = 100_000
+_stems: dict[str, tuple[str, ...]] = {}
+_scratch = threading.local()
+
+
+@functools.lru_cache(maxsize=4_096)
+def index_tokens(text: str) -> frozenset[str]:
+    """The distinct tokens the FTS index holds for `text`: segmented, then each word through
+    the index's own tokenizer (porter stems), so that they compare with the index exactly.
+
+    Cached, and so is each word: recall compares a turn with its candidate memories on
+    every model call, and they are mostly the same memories, with words seen before.
+    """
+    words = {w.lower() for w in _TOKEN.findall(segment(text))}
+    unseen = [w for w in words if w not in _stems]
+    if unseen:
+        _tokenize_words(unseen)
+    return frozenset(token for w in words for token in _stems.get(w, ()))
+
+
+def _tokenize_words(words: list[str]) -> None:
+    """Cache the tokens of each word, from a private in-memory FTS5 table of this thread."""
+    connection: sqlite3.Connection | None = getattr(_scratch, "connection", None)
+    if connection is None:
+        connection = sqlite3.connect(":memory:", isolation_level=None)
+        connection.execute(f"CREATE VIRTUAL TABLE words USING fts5(word, tokenize = '{TOKENIZE}')")
+        connection.execute("CREATE VIRTUAL TABLE tokens USING fts5vocab(words, instance)")
+        _scratch.connection = connection
+    if len(_stems) + len(words) > STEM_CACHE_MAX:
+        _stems.clear()
+    connection.execute("BEGIN")
+    try:
+        connection.executemany(
+            "INSERT INTO words (rowid, word) VALUES (?, ?)", enumerate(words, start=1)
+        )
+        found: dict[int, list[str]] = {}
+        for row, token in connection.execute("SELECT doc, term FROM tokens ORDER BY doc, offset"):
+            found.setdefault(row, []).append(token)
+    finally:
+        connection.execute("ROLLBACK")  # the table stays empty
+    for row, word in enumerate(words, start=1):
+        _stems[word] = tuple(found.get(row, ()))

@@ -14,10 +14,13 @@ from memstore.llm import make_client
 from memstore.models import MemoryRecord
 from memstore.recall import (
     BLOCK_MAX_BYTES,
+    keyword_recall,
     load_memories,
     memories_block,
+    number_phrases,
     parse_indices,
     recall,
+    recall_terms,
     recent_user_text,
     select_relevant_memories,
 )
@@ -269,4 +272,69 @@ def test_relevance_floor(store: MemoryStore) -> None:
     ]
     assert select_relevant_memories([user("deploying a new build tonight")], store=store) == [
         "project-deploy"
+    ]
+
+
+def test_memory_with_more_of_the_terms_outranks_one_repeating_a_term(store: MemoryStore) -> None:
+    with store.transaction() as tx:
+        tx.create("redis-notes", "project", "Redis, Redis, Redis", "Redis here, Redis there.")
+        tx.create(
+            "sessions", "project", "Where sessions are kept", "The session cache lives in Redis."
+        )
+        for topic in ("build", "lint", "docs", "release", "tests", "deploy", "fonts", "icons"):
+            body = f"The {topic} cache is cleared nightly." if topic == "lint" else "About it."
+            tx.create(f"note-{topic}", "project", f"Notes on {topic}", body)
+    # bm25 alone puts the memory that says "redis" five times first; the coordination
+    # factor prefers the one that has both words of the question.
+    bm25_order = [hit.memory.name for hit in store.rank(recall_terms("redis cache"), 5)]
+    assert bm25_order == ["redis-notes", "sessions", "note-lint"]
+    hits = keyword_recall(store, "redis cache", 5)
+    assert [hit.memory.name for hit in hits] == ["sessions", "redis-notes", "note-lint"]
+    assert hits[0].score > hits[1].score > hits[2].score > 0
+
+
+def test_number_phrases() -> None:
+    assert number_phrases("What did Maria share on 16 June, 2023?") == ['"16 june 2023"']
+    assert number_phrases("upgrade to Python 3.12, then ship 1.4.0") == [
+        '"python 3 12"',
+        '"ship 1 4 0"',
+    ]
+    # A number alone, or among stopwords, is no phrase; Han text has none.
+    assert number_phrases("is 42 the answer") == []
+    assert number_phrases("新建一个 S3 bucket") == []
+
+
+def test_a_number_with_its_words_finds_the_memory_of_that_date(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with store.transaction() as tx:
+        tx.create("maria-gym", "user", "Maria joined a gym", "Noted on 16 June, 2023.")
+        tx.create(
+            "maria-hires",
+            "user",
+            "Maria hired 16 people in June",
+            "Maria's team grew by 16 in June. Noted on 30 June, 2023.",
+        )
+        for i in range(4):
+            tx.create(f"other-{i}", "user", f"Another note {i}", "Noted on 1 May, 2023.")
+
+    def names() -> list[str]:
+        return [h.memory.name for h in keyword_recall(store, "What did Maria do on 16 June, 2023?")]
+
+    assert names()[:2] == ["maria-gym", "maria-hires"]
+    monkeypatch.setattr("memstore.recall.NUMBER_PHRASE_WEIGHT", 0)
+    assert names()[:2] == ["maria-hires", "maria-gym"]
+
+
+def test_floor_counts_a_word_and_its_inflections_once(store: MemoryStore) -> None:
+    store.create("release-notes", "project", "Release notes live in CHANGES.md", "Deploy after.")
+    # deploy and deploying are one term of the index: one term of three in common, in the
+    # body only, is below the floor.
+    assert keyword_recall(store, "deploy deploying tonight quickly") == []
+    # Two of three, or one in the name, is enough.
+    assert [h.memory.name for h in keyword_recall(store, "deploying the changes tonight")] == [
+        "release-notes"
+    ]
+    assert [h.memory.name for h in keyword_recall(store, "release tonight quickly")] == [
+        "release-notes"
     ]

@@ -101,3 +101,26 @@ def test_arbitrary_text_never_raises(filled: MemoryStore, query: str) -> None:
 
 def test_mixed_script_word_is_found(filled: MemoryStore) -> None:
     assert names(filled, "Docker镜像") == ["docker-images"]
+
+
+def test_index_tokens_are_the_tokens_of_the_index(store: MemoryStore) -> None:
+    from memstore.search import TOKENIZE, index_tokens
+
+    text = "Deploying the café's snake_case migrations 1.4.0, then 部署流程 again"
+    store.create("tokens", "project", "a description", text)
+    with store.engine.connect() as connection:
+        schema = connection.exec_driver_sql(
+            "SELECT sql FROM sqlite_master WHERE name = 'memory_fts'"
+        ).scalar_one()
+        connection.exec_driver_sql(
+            "CREATE VIRTUAL TABLE temp.tokens USING fts5vocab(main, memory_fts, instance)"
+        )
+        indexed = {
+            term
+            for (term,) in connection.exec_driver_sql(
+                "SELECT term FROM temp.tokens WHERE col = 'body'"
+            )
+        }
+    assert TOKENIZE in schema  # the same tokenizer as the index
+    assert index_tokens(text) == indexed
+    assert {"deploi", "cafe", "snake", "case", "部署", "署流", "流程"} <= indexed
