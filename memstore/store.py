@@ -36,7 +36,6 @@ from memstore.models import (
     utc_now,
 )
 from memstore.search import (
-    count_matching_terms,
     match_expression,
     query_terms,
     ranked_matches,
@@ -89,6 +88,9 @@ class WriteTransaction:
     # Write the run row even when nothing changed (a consolidation that found nothing to do
     # still counts as a run: the trigger measures change since the last one).
     record_empty_run: bool = False
+    # When the run began, if before this transaction (a consolidation began when it asked
+    # the model: changes made meanwhile must count as changes after it).
+    run_started_at: str | None = None
     events: list[PendingEvent] = field(default_factory=list)
     # Final state of every memory this transaction touched, by id; which of them are new.
     _changed: dict[int, MemoryRecord] = field(default_factory=dict)
@@ -323,7 +325,7 @@ class WriteTransaction:
                 "id": self.run_id,
                 "actor": self.actor,
                 "command": self.command,
-                "started_at": self.now,
+                "started_at": self.run_started_at or self.now,
                 "session_id": self.session_id,
                 "undoes": self.undoes,
             },
@@ -362,6 +364,7 @@ class MemoryStore:
         session_id: str | None = None,
         undoes: str | None = None,
         record_empty_run: bool = False,
+        run_started_at: str | None = None,
     ) -> Iterator[WriteTransaction]:
         """One atomic unit of writes: everything in it commits together or not at all."""
         try:
@@ -374,6 +377,7 @@ class MemoryStore:
                     session_id=session_id,
                     undoes=undoes,
                     record_empty_run=record_empty_run,
+                    run_started_at=run_started_at,
                 )
                 yield tx
                 tx.write()
@@ -534,6 +538,15 @@ class MemoryStore:
             columns = [d[0] for d in cursor.description]
             return [dict(zip(columns, row, strict=True)) for row in reversed(cursor.fetchall())]
 
+    def count_at(self, at: str) -> int:
+        """How many memories were live at the instant `at` (history keeps deleted rows)."""
+        table = memory_table.c
+        query = select(func.count()).where(
+            table.created_at <= at, (table.deleted_at.is_(None)) | (table.deleted_at > at)
+        )
+        with self.engine.connect() as connection:
+            return connection.execute(query).scalar_one()
+
     def memories_changed_since(self, at: str | None, *, excluding: Sequence[str]) -> int:
         """How many distinct memories were created or updated after `at` (ever, when None)
         by actors other than `excluding`."""
@@ -574,11 +587,6 @@ class MemoryStore:
     def rank(self, terms: list[str], limit: int) -> list[SearchHit]:
         """Live memories matching any of the quoted FTS5 `terms`, best first (bm25)."""
         return self._ranked(match_expression(terms, any_term=True), None, limit)
-
-    def matching_terms(self, memory_id: int, terms: list[str], stop_at: int) -> int:
-        """How many of the quoted FTS5 `terms` the memory contains, counting up to `stop_at`."""
-        with self._sqlite() as connection:
-            return count_matching_terms(connection, memory_id, terms, stop_at)
 
     @contextmanager
     def _sqlite(self) -> Iterator[sqlite3.Connection]:
