@@ -9,7 +9,7 @@ memory of a type, a user preference, or a large share of the store, unless confi
 
 When it runs (consolidation_due): the store holds at least `threshold` memories, and at least
 `min_changes` memories were created or updated (by anyone but consolidation and undo) since
-the last consolidation run; or the store exceeds `max_memories` and anything changed since.
+the last consolidation run; or the store has grown past `max_memories` since that run.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from memstore.errors import ConsolidationRefused, InvalidMemory
 from memstore.llm import ModelUnavailable, ask_text, json_from_reply, small_model_name
-from memstore.models import MemoryRecord
+from memstore.models import MemoryRecord, utc_now
 from memstore.proposal import ProposedMemory, proposed_memory
 from memstore.store import MemoryStore
 
@@ -85,6 +85,8 @@ class ConsolidationPlan:
     types_after: dict[str, int] = field(default_factory=dict)
     # The version of each memory the plan was made from: applying it checks they are current.
     versions: dict[str, int] = field(default_factory=dict)
+    # When planning began: the run's start, so changes made meanwhile count as later ones.
+    planned_at: str = ""
 
     @property
     def after(self) -> int:
@@ -140,7 +142,14 @@ def consolidation_due(
         if last is None:
             return f"{count} memories, never consolidated"
         return f"{count} memories, {changed} changed since the last consolidation"
-    if count > max_memories and changed:
+    # Over the cap: run when the store has grown past it since the last run. When the last
+    # run could not bring it under the cap, wait for min_changes instead of retrying (and
+    # paying) after every single change.
+    if (
+        count > max_memories
+        and changed
+        and (last is None or store.count_at(since or "") <= max_memories)
+    ):
         return f"{count} memories, more than the cap of {max_memories}"
     return None
 
@@ -154,15 +163,20 @@ def plan_consolidation(
 ) -> ConsolidationPlan:
     """Ask the model for a plan and validate all of it. Raises ConsolidationRefused (nothing
     asked of the store) when the model fails or any part of its answer is invalid."""
+    plan = ConsolidationPlan(planned_at=utc_now())
     memories = store.memories()
-    plan = ConsolidationPlan(before=len(memories))
+    plan.before = len(memories)
     if not memories:
         return plan
     by_name = {m.name: m for m in memories}
     batches = memory_batches(memories)
     claimed: set[str] = set()  # names used as a source, a drop or a result so far
     for batch in batches:
-        target = max(1, math.floor(max_memories * len(batch) / len(memories)))
+        # The batch's share of the cap, but never more than halving it in one run: a store
+        # far over the cap converges over several runs instead of tripping the guard.
+        target = max(
+            math.floor(max_memories * len(batch) / len(memories)), math.ceil(len(batch) / 2), 1
+        )
         try:
             reply = ask_text(
                 client,
@@ -303,7 +317,10 @@ def apply_plan(
     # An empty plan is recorded too: a run with no events, so that the trigger waits for
     # new changes instead of asking the model again on the next turn.
     with store.transaction(
-        actor=ACTOR, command=store.command or "consolidate", record_empty_run=True
+        actor=ACTOR,
+        command=store.command or "consolidate",
+        record_empty_run=True,
+        run_started_at=plan.planned_at or None,
     ) as tx:
         touched = [n for merge in plan.merges for n in merge.sources] + [d.name for d in plan.drops]
         for name in touched:

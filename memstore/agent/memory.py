@@ -54,7 +54,8 @@ class TurnRecall:
 @dataclass
 class TurnLearning:
     extraction: Extraction
-    # Why consolidation ran (None when it was not due), and what it did.
+    # Why consolidation was due (None when it was not; it may still not have run: no client,
+    # or waiting after a refusal), and what it did when it ran.
     consolidation_reason: str | None = None
     consolidation: Consolidation | None = None
     consolidation_failure: str = ""
