@@ -374,6 +374,15 @@ def chat(
     no_memory: Annotated[
         bool, typer.Option("--no-memory", help="No recall, no learning, no memory index.")
     ] = False,
+    context_tokens: Annotated[
+        int,
+        typer.Option(
+            "--context-tokens",
+            envvar="MEMSTORE_CONTEXT_TOKENS",
+            min=1_000,
+            help="Summarise earlier turns when the conversation grows past this (estimated).",
+        ),
+    ] = 120_000,
 ) -> None:
     """Talk to a coding agent that remembers across sessions."""
     from memctl.chat import run_chat
@@ -393,6 +402,7 @@ def chat(
         model=model or model_name(),
         use_memory=not no_memory,
         client=client,
+        context_tokens=context_tokens,
     )
 
 

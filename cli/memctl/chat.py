@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from memctl.render import one_line, print_table
+from memstore.agent.compact import CompactionSettings
 from memstore.agent.loop import Agent, AgentFailed, SessionFiles
 from memstore.agent.memory import AgentMemory
 from memstore.agent.tools import ToolResult, Workspace
@@ -127,6 +128,7 @@ def run_chat(
     model: str,
     use_memory: bool,
     client: Any,
+    context_tokens: int,
 ) -> None:
     tty = sys.stdin.isatty() and sys.stdout.isatty()
     events = TerminalEvents(tty)
@@ -146,6 +148,7 @@ def run_chat(
             session=session,
             memory=memory,
             events=events,
+            compaction=CompactionSettings(context_budget_tokens=context_tokens),
         )
         history_file = db.parent / "chat_history"
         if tty:

@@ -274,12 +274,14 @@ class Agent:
         if compacted != messages:
             outcome.compactions.append("micro")
         messages = compacted
-        if estimate_tokens(messages) > settings.context_budget_tokens:
+        turn_start = _index_of(messages, turn_block) or 0
+        # Only what came before this turn can be summarised; the turn itself stays whole.
+        if turn_start > 0 and estimate_tokens(messages) > settings.context_budget_tokens:
             self.events.notice("[auto compact] summarising the earlier conversation")
             outcome.compactions.append("auto")
             messages = compact_history(
                 messages,
-                current_turn_start=_index_of(messages, turn_block) or 0,
+                current_turn_start=turn_start,
                 summarize=self._summarize,
                 transcript_path=self.session.compaction_transcript(),
             )
