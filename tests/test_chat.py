@@ -31,8 +31,7 @@ def texts(message: dict[str, Any]) -> str:
     if isinstance(content, str):
         return content
     return "\n".join(
-        block.get("text", "") if block["type"] == "text" else json.dumps(block)
-        for block in content
+        block.get("text", "") if block["type"] == "text" else json.dumps(block) for block in content
     )
 
 
@@ -174,3 +173,61 @@ def test_no_api_key_says_how_to_set_one(memctl: MemctlRunner) -> None:
     assert done.stderr.startswith("memctl: error: memctl chat needs a model: set ANTHROPIC_API_KEY")
     assert "ANTHROPIC_BASE_URL" in done.stderr and "recall --offline" in done.stderr
     assert len(done.stderr.splitlines()) == 1
+
+
+def test_a_long_session_is_compacted(
+    tmp_path: Path, memctl: MemctlRunner, anthropic_server: AnthropicServer
+) -> None:
+    # Turn 1: 41 rounds of tool calls (83 messages) with 1,000-character outputs. Turn 2
+    # snips turn 1's middle and, over the context budget, summarises what came before it.
+    anthropic_server.script(
+        *[tool_reply(("bash", {"command": "printf '%01000d' 0"}))] * 41,
+        text_reply("ran them all"),
+        text_reply("[]"),
+        text_reply("SUMMARY: the user ran printf 41 times"),
+        text_reply("second answer"),
+        text_reply("[]"),
+    )
+    done = memctl(
+        "chat",
+        "--context-tokens",
+        "1000",
+        input="run printf 41 times\nwhat did we do?\n",
+        env=model_env(anthropic_server),
+    )
+    assert done.returncode == 0, done.stderr
+    assert "[snip]" in done.stdout and "[auto compact]" in done.stdout
+    calls = main_calls(anthropic_server)
+    # Within turn 1, older outputs were shortened (micro), the recent ones kept whole.
+    late = json.dumps(calls[40]["messages"])
+    assert "old tool result shortened" in late and "0" * 1000 in late
+    final = json.dumps(calls[-1]["messages"])
+    assert "SUMMARY: the user ran printf 41 times" in final and "what did we do?" in final
+    assert len(final) < 8_000
+    summary_request = next(r for r in anthropic_server.requests if "Summarise" in str(r["system"]))
+    assert "run printf 41 times" in summary_request["messages"][0]["content"]
+    # The full conversation is on disk, and so is the context as it was before compaction.
+    (session,) = (tmp_path / ".memory" / "sessions").iterdir()
+    assert len((session / "transcript.jsonl").read_text().splitlines()) == 86
+    assert "run printf 41 times" in (session / "before-compaction-1.jsonl").read_text()
+
+
+def test_prompt_too_long_triggers_one_reactive_compaction(
+    memctl: MemctlRunner, anthropic_server: AnthropicServer
+) -> None:
+    too_long = error_reply(400, "invalid_request_error", "prompt is too long: 201000 tokens")
+    anthropic_server.script(
+        text_reply("first answer"),
+        text_reply("[]"),
+        too_long,
+        text_reply("SUMMARY: a first question was answered"),
+        text_reply("second answer"),
+        text_reply("[]"),
+    )
+    done = memctl(
+        "chat", input="first question\nsecond question\n", env=model_env(anthropic_server)
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("[reactive compact]") == 1 and "second answer" in done.stdout
+    retry = json.dumps(main_calls(anthropic_server)[-1]["messages"])
+    assert "SUMMARY: a first question was answered" in retry and "first answer" not in retry

@@ -220,8 +220,9 @@ def compact_history(
 ) -> list[Message]:
     """The history before the current turn replaced by the model's summary of it.
 
-    The full transcript is saved to `transcript_path` first, so nothing is lost; the current
-    turn (from `current_turn_start`) is kept whole.
+    The messages are saved to `transcript_path` first (the agent's session transcript holds
+    the whole conversation besides); the current turn (from `current_turn_start`) is kept
+    whole.
     """
     earlier, current = list(messages[:current_turn_start]), list(messages[current_turn_start:])
     if not earlier:
