@@ -93,11 +93,11 @@ def extract_memories(
 ) -> Extraction:
     """Learn from the end of a conversation; never raises for a model failure (it is
     logged and reported in `Extraction.failure`)."""
+    if client is None:
+        return Extraction(failure="no model client")
     transcript = render_transcript(messages[-RECENT_MESSAGES:])
     if not transcript.strip():
         return Extraction(failure="nothing to learn from")
-    if client is None:
-        return Extraction(failure="no model client")
     catalog = catalog_for(store, transcript)
     try:
         reply = ask_text(

@@ -240,11 +240,11 @@ def recall(
     text = recent_user_text(messages)
     if not text:
         return Recall([], "none", reason="no recent user text")
-    catalog = store.summaries()
-    if not catalog:
+    if store.count() == 0:
         return Recall([], "none", reason="no memories")
     reason = "offline"
     if client is not None:
+        catalog = store.summaries()
         try:
             reply = ask_text(
                 client,

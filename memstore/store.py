@@ -514,14 +514,15 @@ class MemoryStore:
         return runs[0]
 
     def last_run(self, actor: str) -> Run | None:
-        with Session(self.engine) as session:
-            query = (
-                orm_select(Run)
-                .where(Run.actor == actor)
-                .order_by(col(Run.started_at).desc(), col(Run.id).desc())
-                .limit(1)
-            )
-            return session.exec(query).first()
+        query = (
+            select(run_table)
+            .where(run_table.c.actor == actor)
+            .order_by(run_table.c.started_at.desc(), run_table.c.id.desc())
+            .limit(1)
+        )
+        with self.engine.connect() as connection:
+            row = connection.execute(query).mappings().first()
+        return None if row is None else Run(**row)
 
     def undo_of(self, run_id: str) -> Run | None:
         """The run that undid `run_id`, if one did."""
@@ -600,12 +601,16 @@ class MemoryStore:
 
     def summaries(self, type: str | None = None) -> list[MemorySummary]:
         """Name, type and description of the live memories, by name: cheaper than memories()."""
-        columns = (memory_table.c.name, memory_table.c.type, memory_table.c.description)
-        query = select(*columns).where(_LIVE).order_by(memory_table.c.name)
+        # On the DBAPI connection: the index goes into every chat turn's system prompt, and
+        # SQLAlchemy's per-row processing took 9 ms of this at 1,000 memories (now 1 ms).
+        query = "SELECT name, type, description FROM memory WHERE deleted_at IS NULL"
+        parameters: tuple[str, ...] = ()
         if type is not None:
-            query = query.where(memory_table.c.type == check_type(type))
-        with self.engine.connect() as connection:
-            return [MemorySummary(*row) for row in connection.execute(query)]
+            query += " AND type = ?"
+            parameters = (check_type(type),)
+        with self._sqlite() as connection:
+            rows = connection.execute(query + " ORDER BY name", parameters).fetchall()
+        return [MemorySummary(*row) for row in rows]
 
     def index_text(self) -> str:
         """The MEMORY.md text for the live memories."""

@@ -98,17 +98,17 @@ class AgentMemory:
         changed = extraction.changed
         settings = self.settings
         self._changes_before_retry -= len(extraction.created) + len(extraction.updated)
+        if self.client is None:  # consolidation needs the model
+            if changed:
+                self.export(learning)
+            return learning
         learning.consolidation_reason = consolidation_due(
             self.store,
             threshold=settings.consolidation_threshold,
             max_memories=settings.max_memories,
             min_changes=settings.min_changes,
         )
-        if (
-            learning.consolidation_reason
-            and self.client is not None
-            and self._changes_before_retry <= 0
-        ):
+        if learning.consolidation_reason and self._changes_before_retry <= 0:
             try:
                 learning.consolidation = consolidate_memories(
                     store=self.store, client=self.client, max_memories=settings.max_memories
