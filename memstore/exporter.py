@@ -9,7 +9,9 @@ edited by hand, and is never overwritten without `force`.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +60,7 @@ def export_memories(
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise ExportFailed(f"cannot create {directory}: {error.strerror or error}") from None
+    _remove_stale_temporaries(directory)
     key = directory_key(directory)
     live = memory_table.c.deleted_at.is_(None)
     summary_columns = [
@@ -216,6 +219,10 @@ def _is_export_file_name(file_name: str) -> bool:
     return file_name.endswith(".md") and NAME_PATTERN.fullmatch(stem) is not None
 
 
+# What _write_atomically names its temporary files: `.<file>.<pid>.tmp`.
+_TEMPORARY = re.compile(r"\.(?P<file>.+)\.(?P<pid>[1-9][0-9]{0,9})\.tmp")
+
+
 def _write_atomically(path: Path, content: bytes) -> os.stat_result:
     """Write via a temporary file and a rename; the written file's stat."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -229,6 +236,37 @@ def _write_atomically(path: Path, content: bytes) -> os.stat_result:
         temporary.unlink(missing_ok=True)
         raise
     return stat
+
+
+def _remove_stale_temporaries(directory: Path) -> None:
+    """Delete the temporary files of exports that were killed mid-write (SIGKILL, power
+    loss). Only files named as _write_atomically names them, for an export file name, and
+    only when the process in the name is gone: a live export's file is never touched."""
+    for entry in os.scandir(directory):
+        match = _TEMPORARY.fullmatch(entry.name)
+        if (
+            match is None
+            or not _is_export_file_name(match["file"])
+            or not entry.is_file(follow_symlinks=False)
+            or _process_exists(int(match["pid"]))
+        ):
+            continue
+        # Cleaning up is a courtesy: the export itself does not need it.
+        with contextlib.suppress(OSError):
+            os.unlink(entry.path)
+
+
+def _process_exists(pid: int) -> bool:
+    # On Windows os.kill(pid, 0) terminates the process rather than probing it: keep all.
+    if pid == os.getpid() or os.name != "posix":
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError):
+        return True  # someone else's process (EPERM), or a number we cannot check: keep
+    return True
 
 
 def _disk_matches_record(path: Path, record: Row[Any], stat: os.stat_result) -> bool:
