@@ -30,12 +30,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.bench_recall import eval_texts, real_text_store  # noqa: E402
-from memstore.agent.loop import Agent, SessionFiles  # noqa: E402
-from memstore.agent.memory import AgentMemory  # noqa: E402
-from memstore.agent.tools import Workspace  # noqa: E402
-from memstore.llm import make_client  # noqa: E402
-from tests.anthropic_server import serve, text_reply, tool_reply  # noqa: E402
+from benchmarks.bench_recall import eval_texts, real_text_store
+from memstore.agent.loop import Agent, SessionFiles
+from memstore.agent.memory import AgentMemory
+from memstore.agent.tools import Workspace
+from memstore.llm import make_client
+from tests.anthropic_server import serve, text_reply, tool_reply
 
 TURNS = 40
 QUESTIONS = [

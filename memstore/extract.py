@@ -20,7 +20,7 @@ from memstore.errors import InvalidMemory
 from memstore.llm import ModelUnavailable, ask_text, json_from_reply, small_model_name
 from memstore.models import MemorySummary
 from memstore.proposal import ProposedMemory, proposed_memory
-from memstore.recall import keyword_recall, message_text
+from memstore.recall import memory_catalog, message_text
 from memstore.store import MemoryStore
 from memstore.validation import NAME_MAX_LENGTH
 
@@ -98,7 +98,7 @@ def extract_memories(
     transcript = render_transcript(messages[-RECENT_MESSAGES:])
     if not transcript.strip():
         return Extraction(failure="nothing to learn from")
-    catalog = catalog_for(store, transcript)
+    catalog = memory_catalog(store, transcript, CATALOG_MAX_ENTRIES)
     try:
         reply = ask_text(
             client,
@@ -158,10 +158,31 @@ def validate_items(
     return kept
 
 
+EARLIER_HEADER = "[Earlier in the conversation: context only; it was reviewed after its turn]"
+TURN_HEADER = "[This turn: what to learn from]"
+
+
 def render_transcript(messages: Sequence[Mapping[str, Any]]) -> str:
-    """The conversation as plain text: what was said, and one line per tool call or result."""
+    """The conversation as plain text: what was said, and one line per tool call or result.
+
+    Messages before the current turn (which starts at the last user message with text) are
+    marked as context: they were shown to extraction after their own turn, and learning
+    from them again would only reword what is already kept.
+    """
+    turn_start = next(
+        (
+            i
+            for i in range(len(messages) - 1, -1, -1)
+            if messages[i].get("role") == "user" and message_text(messages[i]).strip()
+        ),
+        0,
+    )
     lines: list[str] = []
-    for message in messages:
+    for index, message in enumerate(messages):
+        if index == turn_start:
+            lines.append(TURN_HEADER)
+        elif index == 0:
+            lines.append(EARLIER_HEADER)
         role = str(message.get("role", "?"))
         for part in _message_parts(message):
             lines.append(f"{role}: {_cut_middle(part, MESSAGE_MAX_CHARS)}")
@@ -200,20 +221,6 @@ def _cut_middle(text: str, limit: int) -> str:
         return text
     half = limit // 2
     return f"{text[:half]}\n[… {len(text) - limit:,} characters left out …]\n{text[-half:]}"
-
-
-def catalog_for(store: MemoryStore, transcript: str) -> list[MemorySummary]:
-    """The existing memories to show the model: all of them, or when there are too many, the
-    ones the conversation is about first."""
-    summaries = store.summaries()
-    if len(summaries) <= CATALOG_MAX_ENTRIES:
-        return summaries
-    related = [hit.memory.name for hit in keyword_recall(store, transcript, 50)]
-    by_name = {summary.name: summary for summary in summaries}
-    chosen = [by_name[name] for name in related if name in by_name]
-    chosen_names = set(related)
-    chosen += [s for s in summaries if s.name not in chosen_names]
-    return chosen[:CATALOG_MAX_ENTRIES]
 
 
 def extraction_prompt(transcript: str, catalog: Sequence[MemorySummary]) -> str:

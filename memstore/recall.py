@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from memstore.llm import ModelUnavailable, ask_text, small_model_name
-from memstore.models import MemoryRecord
+from memstore.models import MemoryRecord, MemorySummary
 from memstore.search import index_tokens, query_terms
 from memstore.store import MemoryStore, SearchHit
 
@@ -244,7 +244,7 @@ def recall(
         return Recall([], "none", reason="no memories")
     reason = "offline"
     if client is not None:
-        catalog = store.summaries()
+        catalog = memory_catalog(store, text, SELECTION_CATALOG_MAX_ENTRIES)
         try:
             reply = ask_text(
                 client,
@@ -265,6 +265,26 @@ def recall(
     return Recall(
         [h.memory.name for h in hits], "keyword", {h.memory.name: h.score for h in hits}, reason
     )
+
+
+# The selection prompt shows at most this many memories (about 70 bytes each): with more, the
+# ones the keyword path ranks for the text come first, then the rest by name.
+SELECTION_CATALOG_MAX_ENTRIES = 200
+CATALOG_RELATED_ENTRIES = 50
+
+
+def memory_catalog(store: MemoryStore, text: str, limit: int) -> list[MemorySummary]:
+    """The memories to show the model: all of them, or when there are more than `limit`,
+    those the text is about first."""
+    summaries = store.summaries()
+    if len(summaries) <= limit:
+        return summaries
+    related = [hit.memory.name for hit in keyword_recall(store, text, CATALOG_RELATED_ENTRIES)]
+    by_name = {summary.name: summary for summary in summaries}
+    chosen = [by_name[name] for name in related if name in by_name]
+    shown = set(related)
+    chosen += [summary for summary in summaries if summary.name not in shown]
+    return chosen[:limit]
 
 
 def select_relevant_memories(

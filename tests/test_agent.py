@@ -3,6 +3,7 @@ loop against the scripted server (reactive compaction, interruption, injection).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -140,7 +141,7 @@ def assert_valid_for_the_api(messages: list[dict[str, Any]]) -> None:
     """Roles alternate, start with the user, and each tool result answers a call of the
     message just before it."""
     assert messages[0]["role"] == "user"
-    for previous, message in zip(messages, messages[1:], strict=False):
+    for previous, message in itertools.pairwise(messages):
         assert previous["role"] != message["role"]
     for i, message in enumerate(messages):
         content = message["content"] if isinstance(message["content"], list) else []
@@ -272,7 +273,7 @@ def test_prompt_too_long_compacts_once_and_retries(
     assert list((tmp_path / "session").glob("before-compaction-*.jsonl"))
 
     anthropic_server.script(TOO_LONG, text_reply("summary"), TOO_LONG)
-    with pytest.raises(AgentFailed, match="too long .* even after compaction"):
+    with pytest.raises(AgentFailed, match=r"too long .* even after compaction"):
         agent.turn("third question")
 
 

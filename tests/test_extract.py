@@ -219,3 +219,15 @@ def test_the_transcript_keeps_the_end_of_a_long_turn() -> None:
     assert transcript.endswith("assistant: the final reply")
     assert "characters left out" in transcript
     assert len(transcript) <= 24_000
+
+
+def test_earlier_turns_are_marked_as_context() -> None:
+    messages = [
+        {"role": "user", "content": "use tabs"},
+        {"role": "assistant", "content": "OK, tabs."},
+        *turn("now write the parser", "Done."),
+    ]
+    transcript = render_transcript(messages)
+    earlier, current = transcript.split("[This turn: what to learn from]")
+    assert earlier.startswith("[Earlier in the conversation") and "use tabs" in earlier
+    assert "now write the parser" in current and "use tabs" not in current

@@ -338,3 +338,20 @@ def test_floor_counts_a_word_and_its_inflections_once(store: MemoryStore) -> Non
     assert [h.memory.name for h in keyword_recall(store, "release tonight quickly")] == [
         "release-notes"
     ]
+
+
+def test_a_large_catalog_is_capped_with_the_related_memories_first(
+    store: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+) -> None:
+    with store.transaction() as tx:
+        for i in range(250):
+            tx.create(f"note-{i:03}", "project", f"Unrelated fact number {i}", "Nothing here.")
+        tx.create("zz-kubernetes", "project", "Kubernetes manifests live in deploy/k8s", "x")
+    anthropic_server.script(text_reply("[0]"))
+    names = select_relevant_memories(
+        [user("where are the kubernetes manifests?")], store=store, client=client
+    )
+    assert names == ["zz-kubernetes"]
+    prompt = anthropic_server.requests[0]["messages"][0]["content"]
+    catalog = prompt.split("Memories:\n")[1].splitlines()
+    assert len(catalog) == 200 and catalog[0].startswith("0: zz-kubernetes")
