@@ -7,6 +7,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
+from memstore.store import MemoryStore
 from tests.conftest import MemctlRunner
 
 
@@ -168,6 +169,15 @@ def test_readme_audit_queries_run(memctl: MemctlRunner, tmp_path: Path) -> None:
     add_tabs(memctl)
     memctl("edit", "user-preference-tabs", "-d", "Four spaces")
     memctl("rm", "user-preference-tabs")
+    # What the chat agent writes: an extraction in a session, a consolidation that merges.
+    with MemoryStore(tmp_path / ".memory" / "memstore.db") as store:
+        with store.transaction(actor="extraction", session_id="session-1") as tx:
+            first = tx.create("project-a", "project", "A", "a")
+            second = tx.create("project-b", "project", "B", "b")
+        with store.transaction(actor="consolidation") as tx:
+            merged = tx.create("project-ab", "project", "A and B", "a, b")
+            tx.delete(first, merged_into=merged)
+            tx.delete(second, merged_into=merged)
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     blocks = [b.split("```", 1)[0] for b in readme.split("```sql\n")[1:]]
     assert len(blocks) >= 3
