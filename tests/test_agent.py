@@ -336,3 +336,38 @@ def test_memory_is_recalled_injected_and_learnt(
     assert os.path.getsize(tmp_path / "work" / ".memory" / "MEMORY.md") > 0
     # The extraction request saw the final reply.
     assert "Sure." in anthropic_server.requests[-1]["messages"][0]["content"]
+
+
+def test_a_task_runs_in_a_sub_agent_with_a_fresh_context(
+    tmp_path: Path, client: Anthropic, anthropic_server: AnthropicServer
+) -> None:
+    agent = make_agent(tmp_path, client)
+    (agent.workspace.root / "todo.txt").write_text("fix the parser\n")
+    anthropic_server.script(
+        tool_reply(("task", {"description": "find todos", "prompt": "list the TODO files"})),
+        tool_reply(("glob", {"pattern": "*.txt"})),  # the sub-agent works with the tools
+        text_reply("todo.txt holds one item"),  # its answer
+        text_reply("There is one TODO."),
+    )
+    outcome = agent.turn("what is left to do?")
+    assert outcome.reply == "There is one TODO."
+    main_first, sub_first, sub_second, main_second = anthropic_server.requests
+    assert [t["name"] for t in main_first["tools"]][-1] == "task"
+    assert "task" not in [t["name"] for t in sub_first["tools"]]  # one level only
+    assert sub_first["messages"] == [
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "text",
+                    "text": "list the TODO files",
+                    "cache_control": {"type": "ephemeral"},
+                }
+            ],
+        }
+    ]
+    assert "todo.txt" in json.dumps(sub_second["messages"][-1])
+    result = main_second["messages"][-1]["content"][0]
+    assert result["type"] == "tool_result" and result["content"] == "todo.txt holds one item"
+    assert agent.usage.calls == 4
+    assert (tmp_path / "session" / "tasks" / "task-1" / "transcript.jsonl").exists()

@@ -52,8 +52,8 @@ SUMMARY_MAX_TOKENS = 2_000
 BASE_INSTRUCTIONS = """\
 You are a coding agent working in the user's terminal, in the workspace {workspace}. Use \
 the tools to read, run and change things there; paths are relative to the workspace and \
-cannot leave it. Be concise; show what you changed.
-
+cannot leave it. Be concise; show what you changed."""
+MEMORY_INSTRUCTIONS = """\
 You have a long-term memory that persists across sessions. Its index is below; memories \
 relevant to the user's message are shown to you inside <relevant_memories> in that message. \
 Follow the user's remembered preferences. A memory can be outdated: when it names files or \
@@ -101,6 +101,11 @@ class Usage:
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
     calls: int = 0
+
+    def merge(self, other: Usage) -> None:
+        for name in ("input_tokens", "output_tokens", "cache_creation_input_tokens",
+                     "cache_read_input_tokens", "calls"):  # fmt: skip
+            setattr(self, name, getattr(self, name) + getattr(other, name))
 
     def add(self, usage: Any) -> None:
         self.calls += 1
@@ -160,6 +165,7 @@ class Agent:
         events: AgentEvents | None = None,
         max_tokens: int = MAX_TOKENS,
         compaction: CompactionSettings | None = None,
+        can_delegate: bool = True,
     ) -> None:
         self.client = client
         self.model = model
@@ -173,6 +179,9 @@ class Agent:
         self.messages: list[Message] = []
         self.usage = Usage()
         self.last_recall: TurnRecall | None = None
+        # Sub-agents get the same tools but `task`: one level of delegation only.
+        self.tools = cached_tools(with_task=can_delegate)
+        self._tasks = 0
 
     # -- one user turn ----------------------------------------------------------------------
 
@@ -224,7 +233,7 @@ class Agent:
         text = BASE_INSTRUCTIONS.format(workspace=self.workspace.root)
         if self.memory is not None:
             index = self.memory.store.index_text().strip() or "(no memories yet)"
-            text += f"\n\n# Memory index (MEMORY.md)\n\n{index}"
+            text += f"\n\n{MEMORY_INSTRUCTIONS}\n\n# Memory index (MEMORY.md)\n\n{index}"
         return [{"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}]
 
     def interrupted(self) -> None:
@@ -314,7 +323,7 @@ class Agent:
                 model=self.model,
                 max_tokens=self.max_tokens,
                 system=system,  # type: ignore[arg-type]
-                tools=cached_tools(),  # type: ignore[arg-type]
+                tools=self.tools,  # type: ignore[arg-type]
                 messages=mark_cache_point(request),  # type: ignore[arg-type]
             ) as stream:
                 for delta in stream.text_stream:
@@ -342,7 +351,10 @@ class Agent:
             if block["type"] != "tool_use":
                 continue
             self.events.tool_call(block["name"], block.get("input") or {})
-            result = self.workspace.run(block["name"], block.get("input"))
+            if block["name"] == "task" and any(t["name"] == "task" for t in self.tools):
+                result = self._run_task(block.get("input"))
+            else:
+                result = self.workspace.run(block["name"], block.get("input"))
             self.events.tool_result(block["name"], result)
             results.append(
                 {
@@ -353,6 +365,32 @@ class Agent:
                 }
             )
         return results
+
+    def _run_task(self, arguments: Any) -> ToolResult:
+        """Run a sub-agent on a self-contained task, in a fresh context; its answer is the
+        result. It shares the workspace and the session folder, not the memory."""
+        prompt = arguments.get("prompt") if isinstance(arguments, dict) else None
+        if not isinstance(prompt, str) or not prompt.strip():
+            return ToolResult("task needs a non-empty prompt", is_error=True)
+        self._tasks += 1
+        sub_agent = Agent(
+            self.client,
+            model=self.model,
+            workspace=self.workspace,
+            session=SessionFiles(self.session.directory / "tasks" / f"task-{self._tasks}"),
+            memory=None,
+            events=self.events,
+            max_tokens=self.max_tokens,
+            compaction=self.compaction,
+            can_delegate=False,
+        )
+        try:
+            outcome = sub_agent.turn(prompt)
+        except AgentFailed as error:
+            return ToolResult(f"the sub-agent failed: {error}", is_error=True)
+        finally:
+            self.usage.merge(sub_agent.usage)
+        return ToolResult(outcome.reply or "(the sub-agent gave no answer)")
 
 
 class PromptTooLong(Exception):
@@ -385,9 +423,25 @@ def _index_of(messages: list[Message], turn_block: dict[str, Any]) -> int | None
     return None
 
 
-def cached_tools() -> list[dict[str, Any]]:
+TASK_TOOL: dict[str, Any] = {
+    "name": "task",
+    "description": "Hand a self-contained sub-task (a search through the code, an investigation) "
+    "to a sub-agent with a fresh context and the same tools; you get its final answer. Use it "
+    "when the work would flood this conversation with output.",
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "description": {"type": "string", "description": "A few words, shown to the user."},
+            "prompt": {"type": "string", "description": "Everything the sub-agent needs."},
+        },
+        "required": ["prompt"],
+    },
+}
+
+
+def cached_tools(*, with_task: bool) -> list[dict[str, Any]]:
     """The tool definitions, the last one marked so the API caches them all."""
-    tools = [dict(tool) for tool in TOOL_DEFINITIONS]
+    tools = [dict(tool) for tool in [*TOOL_DEFINITIONS, *([TASK_TOOL] if with_task else [])]]
     tools[-1]["cache_control"] = {"type": "ephemeral"}
     return tools
 
