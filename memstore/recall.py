@@ -101,6 +101,10 @@ def recall_terms(text: str) -> list[str]:
         han = _HAN_BIGRAM.fullmatch(term)
         if han and all(c in CHINESE_STOP_CHARACTERS for c in han.groups()):
             continue
+        # A lone Han character (a one-character run, as in "HTTP 的 ETag") is a stopword
+        # when it is a stop character, as a bigram of two of them is.
+        if word in CHINESE_STOP_CHARACTERS:
+            continue
         kept.append(term)
     return kept
 

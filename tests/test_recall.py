@@ -355,3 +355,10 @@ def test_a_large_catalog_is_capped_with_the_related_memories_first(
     prompt = anthropic_server.requests[0]["messages"][0]["content"]
     catalog = prompt.split("Memories:\n")[1].splitlines()
     assert len(catalog) == 200 and catalog[0].startswith("0: zz-kubernetes")
+
+
+def test_a_lone_chinese_stop_character_is_not_a_term(store: MemoryStore) -> None:
+    terms = recall_terms("HTTP 的 ETag 是干什么用的")
+    assert '"的"' not in terms and terms[:2] == ['"http"', '"etag"']
+    store.create("project-notes", "project", "会议记录", "这是我们的 notes: 的 appears alone here")
+    assert select_relevant_memories([user("ETag 的")], store=store) == []
