@@ -23,6 +23,9 @@ class ScriptedReply:
     status: int
     body: dict[str, Any]
     delay: float = 0.0
+    # For a streamed request: an error event sent after the first text, as the real API
+    # does when it is overloaded in the middle of an answer.
+    midstream_error: dict[str, Any] | None = None
 
 
 def message_reply(
@@ -68,6 +71,14 @@ def tool_reply(*calls: tuple[str, dict[str, Any]], text: str = "", **usage: int)
     return message_reply(content, "tool_use", **usage)
 
 
+def midstream_error_reply(
+    kind: str = "overloaded_error", message: str = "Overloaded"
+) -> ScriptedReply:
+    reply = text_reply("This answer will break off")
+    reply.midstream_error = {"type": "error", "error": {"type": kind, "message": message}}
+    return reply
+
+
 def error_reply(status: int, kind: str, message: str = "scripted failure") -> ScriptedReply:
     return ScriptedReply(status, {"type": "error", "error": {"type": kind, "message": message}})
 
@@ -106,7 +117,11 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.delay:
             time.sleep(reply.delay)
         streamed = bool(payload.get("stream")) and reply.status == 200
-        data = _events(reply.body) if streamed else json.dumps(reply.body).encode()
+        data = (
+            _events(reply.body, reply.midstream_error)
+            if streamed
+            else json.dumps(reply.body).encode()
+        )
         try:
             self.send_response(reply.status)
             self.send_header(
@@ -122,8 +137,9 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-def _events(message: dict[str, Any]) -> bytes:
-    """A message as the stream of server-sent events the real API sends for it."""
+def _events(message: dict[str, Any], error: dict[str, Any] | None = None) -> bytes:
+    """A message as the stream of server-sent events the real API sends for it; with
+    `error`, the stream breaks off with that error event after the first text delta."""
     usage = message["usage"]
     events: list[dict[str, Any]] = [
         {
@@ -149,6 +165,8 @@ def _events(message: dict[str, Any]) -> bytes:
             for start in range(0, len(text), 20):  # several deltas, as a real stream has
                 delta = {"type": "text_delta", "text": text[start : start + 20]}
                 events.append({"type": "content_block_delta", "index": index, "delta": delta})
+                if error is not None:
+                    return _encode([*events, error])
         else:
             events.append(
                 {
@@ -168,6 +186,10 @@ def _events(message: dict[str, Any]) -> bytes:
         }
     )
     events.append({"type": "message_stop"})
+    return _encode(events)
+
+
+def _encode(events: list[dict[str, Any]]) -> bytes:
     return "".join(
         f"event: {event['type']}\ndata: {json.dumps(event)}\n\n" for event in events
     ).encode()

@@ -13,9 +13,11 @@ from typing import Any
 import pytest
 from anthropic import Anthropic
 
+from memstore.agent import loop
 from memstore.agent.compact import (
     CompactionSettings,
     micro_compact,
+    repair_pairs,
     snip_compact,
     tool_result_budget,
 )
@@ -23,7 +25,14 @@ from memstore.agent.loop import Agent, AgentFailed, SessionFiles, inject
 from memstore.agent.memory import AgentMemory
 from memstore.agent.tools import Workspace
 from memstore.store import MemoryStore
-from tests.anthropic_server import AnthropicServer, error_reply, text_reply, tool_reply
+from tests.anthropic_server import (
+    AnthropicServer,
+    error_reply,
+    message_reply,
+    midstream_error_reply,
+    text_reply,
+    tool_reply,
+)
 
 # -- tools ------------------------------------------------------------------------------------
 
@@ -371,3 +380,105 @@ def test_a_task_runs_in_a_sub_agent_with_a_fresh_context(
     assert result["type"] == "tool_result" and result["content"] == "todo.txt holds one item"
     assert agent.usage.calls == 4
     assert (tmp_path / "session" / "tasks" / "task-1" / "transcript.jsonl").exists()
+
+
+def test_repair_pairs_leaves_valid_histories_alone_and_fixes_broken_ones() -> None:
+    rng = random.Random(11)
+    for _ in range(100):
+        history = random_history(rng, rng.randint(1, 8))
+        assert repair_pairs(history) == history
+    call = {"type": "tool_use", "id": "c1", "name": "bash", "input": {}}
+    broken = [
+        {"role": "assistant", "content": [{"type": "text", "text": "hi"}]},
+        {"role": "user", "content": [{"type": "text", "text": "go"}]},
+        {"role": "assistant", "content": [call]},  # never answered
+        {"role": "user", "content": [{"type": "text", "text": "next"}]},
+        {"role": "assistant", "content": []},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "again"},
+                {"type": "tool_result", "tool_use_id": "gone", "content": "old output"},
+            ],
+        },
+    ]
+    repaired = repair_pairs(broken)
+    assert_valid_for_the_api(repaired)
+    assert repaired[0]["content"] == "(the conversation continues)"
+    assert repaired[4]["content"][0] == {
+        "type": "tool_result",
+        "tool_use_id": "c1",
+        "content": "no result",
+        "is_error": True,
+    }
+    assert repaired[5]["content"] == [{"type": "text", "text": "(empty)"}]
+    assert repaired[6]["content"][0]["text"] == "[an earlier tool result: old output]"
+
+
+def test_a_turn_interrupted_during_tools_then_compacted_stays_valid(
+    tmp_path: Path, client: Anthropic, anthropic_server: AnthropicServer
+) -> None:
+    agent = make_agent(tmp_path, client, context_budget_tokens=1)
+    anthropic_server.script(text_reply("hello"))
+    agent.turn("first")
+    anthropic_server.script(
+        text_reply("SUMMARY 1"),  # every turn after the first is over this tiny budget
+        tool_reply(("bash", {"command": "echo a"}), ("bash", {"command": "echo b"})),
+    )
+    runs = []
+
+    def first_runs_then_ctrl_c(name: str, arguments: Any) -> Any:
+        if runs:
+            raise KeyboardInterrupt
+        runs.append(name)
+        return Workspace(agent.workspace.root).run(name, arguments)
+
+    agent.workspace.run = first_runs_then_ctrl_c  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        agent.turn("run two things")
+    agent.interrupted()
+    agent.workspace = Workspace(agent.workspace.root)
+    results = agent.history[-1]["content"]
+    assert [r["content"].strip() for r in results] == ["a", "interrupted by the user"]
+    # The next turn is over budget: the earlier turns are summarised, the request is valid.
+    anthropic_server.script(text_reply("SUMMARY 2"), text_reply("fine"))
+    outcome = agent.turn("never mind")
+    assert outcome.reply == "fine" and "auto" in outcome.compactions
+    for request in anthropic_server.requests:
+        if "tools" in request:
+            assert_valid_for_the_api(request["messages"])
+
+
+def test_a_reply_cut_off_inside_a_tool_call_is_answered_and_retried(
+    tmp_path: Path, client: Anthropic, anthropic_server: AnthropicServer
+) -> None:
+    agent = make_agent(tmp_path, client)
+    cut = message_reply(
+        [{"type": "tool_use", "id": "big", "name": "write_file", "input": {"path": "a.txt"}}],
+        "max_tokens",
+    )
+    anthropic_server.script(cut, message_reply([], "end_turn"))
+    outcome = agent.turn("write a big file")
+    assert not (agent.workspace.root / "a.txt").exists()  # the incomplete call did not run
+    retry = anthropic_server.requests[1]["messages"]
+    assert_valid_for_the_api(retry)
+    assert "cut off (max_tokens)" in retry[-1]["content"][0]["content"]
+    assert outcome.reply == "(no answer)"
+    anthropic_server.script(text_reply("ok"))
+    agent.turn("next")
+    assert_valid_for_the_api(anthropic_server.requests[-1]["messages"])
+
+
+def test_an_error_in_the_middle_of_a_stream_is_retried(
+    tmp_path: Path,
+    client: Anthropic,
+    anthropic_server: AnthropicServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(loop, "STREAM_RETRY_DELAY_S", 0.01)
+    agent = make_agent(tmp_path, client)
+    anthropic_server.script(midstream_error_reply(), text_reply("complete answer"))
+    assert agent.turn("hello").reply == "complete answer"
+    anthropic_server.script(*[midstream_error_reply()] * (loop.STREAM_RETRIES + 1))
+    with pytest.raises(AgentFailed, match="answered 200: Overloaded"):
+        agent.turn("again")

@@ -195,9 +195,29 @@ def _repl(
             events.finish()
             events.notice(f"error: {error}. Your message is kept; send another to go on.")
             continue
+        except MemstoreError as error:
+            events.finish()
+            events.notice(f"error: {error}. The session goes on.")
+            continue
+        except Exception as error:  # a bug: say it in one line, keep the session and its log
+            events.finish()
+            _log_crash(agent)
+            events.notice(
+                f"internal error: {type(error).__name__}: {error}. The session goes on; "
+                f"details in {agent.session.directory / 'errors.log'}"
+            )
+            continue
         events.finish()
         if outcome.learning is not None:
             _report_learning(outcome, events)
+
+
+def _log_crash(agent: Agent) -> None:
+    import traceback
+
+    agent.session.directory.mkdir(parents=True, exist_ok=True)
+    with (agent.session.directory / "errors.log").open("a", encoding="utf-8") as handle:
+        handle.write(f"{datetime.now(UTC).isoformat()}\n{traceback.format_exc()}\n")
 
 
 def _report_learning(outcome: Any, events: TerminalEvents) -> None:

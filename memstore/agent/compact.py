@@ -81,6 +81,51 @@ def _with_result(block: dict[str, Any], text: str) -> dict[str, Any]:
     return {**block, "content": text}
 
 
+# -- the last step: a request the API accepts ---------------------------------------------
+
+
+def repair_pairs(messages: Sequence[Message]) -> list[Message]:
+    """The messages as the API accepts them, whatever an interruption or a failure left:
+    the first message is the user's; every tool call is answered in the next message, by a
+    result placed before any text; a result whose call is gone becomes text; no message is
+    empty. A history that is already valid comes back unchanged."""
+    out: list[Message] = []
+    if messages and messages[0].get("role") != "user":
+        out.append({"role": "user", "content": "(the conversation continues)"})
+    for message in messages:
+        content = blocks(message)
+        if message.get("role") == "user":
+            previous = out[-1] if out and out[-1].get("role") == "assistant" else None
+            calls = tool_use_ids(previous) if previous is not None else set()
+            content = _answered(content, calls)
+        if not content:
+            content = [{"type": "text", "text": "(empty)"}]
+        out.append(
+            message if content == message.get("content") else {**message, "content": content}
+        )
+    if out and out[-1].get("role") == "assistant" and tool_use_ids(out[-1]):
+        out.append({"role": "user", "content": _answered([], tool_use_ids(out[-1]))})
+    return merge_same_roles(out)
+
+
+def _answered(content: list[dict[str, Any]], calls: set[str]) -> list[dict[str, Any]]:
+    results = [
+        b for b in content if b.get("type") == "tool_result" and str(b.get("tool_use_id")) in calls
+    ]
+    answered = {str(b.get("tool_use_id")) for b in results}
+    missing = [
+        {"type": "tool_result", "tool_use_id": call, "content": "no result", "is_error": True}
+        for call in sorted(calls - answered)
+    ]
+    orphans = [
+        {"type": "text", "text": f"[an earlier tool result: {result_text(b)[:200]}]"}
+        for b in content
+        if b.get("type") == "tool_result" and b not in results
+    ]
+    others = [b for b in content if b.get("type") != "tool_result"]
+    return results + missing + orphans + others
+
+
 # -- 1. tool_result_budget -------------------------------------------------------------------
 
 

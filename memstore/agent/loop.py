@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -29,9 +30,11 @@ from memstore.agent.compact import (
     blocks,
     compact_history,
     estimate_tokens,
+    is_tool_results,
     merge_same_roles,
     micro_compact,
     reactive_compact,
+    repair_pairs,
     snip_compact,
     tool_result_budget,
     tool_use_ids,
@@ -47,6 +50,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_TOKENS = 8_000
+STREAM_RETRIES = 3
+STREAM_RETRY_DELAY_S = 1.0
 MAX_TOOL_ROUNDS = 50
 SUMMARY_MAX_TOKENS = 2_000
 BASE_INSTRUCTIONS = """\
@@ -188,6 +193,7 @@ class Agent:
     def turn(self, text: str) -> TurnOutcome:
         """Answer one user message, running tools as the model asks."""
         turn_block = {"type": "text", "text": text}
+        self._close_previous_turn()
         self._append({"role": "user", "content": [turn_block]})
         outcome = TurnOutcome(reply="")
         if self.memory is not None:
@@ -198,7 +204,7 @@ class Agent:
         reactive_done = False
         for _ in range(MAX_TOOL_ROUNDS):
             self._compress(turn_block, outcome)
-            request = inject(self.messages, turn_block, injected)
+            request = repair_pairs(inject(self.messages, turn_block, injected))
             try:
                 reply = self._call(system, request)
             except PromptTooLong:
@@ -216,12 +222,21 @@ class Agent:
                     transcript_path=self.session.compaction_transcript(),
                 )
                 continue
-            content = [_plain_block(block) for block in reply.content]
+            content = [_plain_block(block) for block in reply.content] or [
+                {"type": "text", "text": "(no answer)"}
+            ]
             self._append({"role": "assistant", "content": content})
             outcome.reply = "".join(b.get("text", "") for b in content if b["type"] == "text")
-            if reply.stop_reason != "tool_use":
+            if not tool_use_ids({"content": content}):
                 break
-            self._append({"role": "user", "content": self._run_tools(content)})
+            if reply.stop_reason == "tool_use":
+                self._run_tools(content)
+                continue
+            # Calls in a reply cut short (max_tokens) may be incomplete: not run, but answered,
+            # so the history stays valid; on max_tokens the model gets to try again.
+            self._answer_calls(content, CUT_OFF_RESULT)
+            if reply.stop_reason != "max_tokens":
+                break
         else:
             self.events.notice(f"[stopped after {MAX_TOOL_ROUNDS} rounds of tool calls]")
         if self.memory is not None:
@@ -238,30 +253,44 @@ class Agent:
 
     def interrupted(self) -> None:
         """After Ctrl-C: answer any tool calls left open, so the history stays valid."""
-        last = self.history[-1] if self.history else None
-        open_calls = tool_use_ids(last) if last and last["role"] == "assistant" else set()
-        if open_calls:
-            self._append(
-                {
-                    "role": "user",
-                    "content": [
-                        {
-                            "type": "tool_result",
-                            "tool_use_id": call,
-                            "content": "interrupted by the user",
-                            "is_error": True,
-                        }
-                        for call in sorted(open_calls)
-                    ],
-                }
-            )
+        last = self.messages[-1] if self.messages else None
+        if last is not None and last["role"] == "assistant" and tool_use_ids(last):
+            self._answer_calls(blocks(last), INTERRUPTED_RESULT)
 
     # -- steps ------------------------------------------------------------------------------
 
     def _append(self, message: Message) -> None:
+        # The lists first: an interrupt during the disk write must not leave them apart.
         self.history.append(message)
-        self.session.append(message)
         self.messages = merge_same_roles([*self.messages, message])
+        self.session.append(message)
+
+    def _close_previous_turn(self) -> None:
+        """A turn that was interrupted or failed may have left calls unanswered, or tool
+        results the model never answered: close it, so the new turn starts cleanly."""
+        self.interrupted()
+        last = self.messages[-1] if self.messages else None
+        if last is not None and is_tool_results(last):
+            self._append(
+                {"role": "assistant", "content": [{"type": "text", "text": UNFINISHED_TURN}]}
+            )
+
+    def _answer_calls(self, content: list[dict[str, Any]], text: str) -> None:
+        self._append(
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": b["id"],
+                        "content": text,
+                        "is_error": True,
+                    }
+                    for b in content
+                    if b.get("type") == "tool_use"
+                ],
+            }
+        )
 
     def _compress(self, turn_block: dict[str, Any], outcome: TurnOutcome) -> None:
         settings = self.compaction
@@ -314,8 +343,38 @@ class Agent:
             return "(no summary: the model could not be asked; see the saved transcript)"
 
     def _call(self, system: list[dict[str, Any]], request: list[Message]) -> Any:
+        """One streamed model call. The SDK retries a refused connection, 429, 529 and 5xx
+        before the stream starts; an error in the middle of a stream (overloaded, a dropped
+        connection) is retried here, STREAM_RETRIES times with backoff."""
         import anthropic
 
+        for attempt in range(STREAM_RETRIES + 1):
+            try:
+                return self._stream(system, request)
+            except anthropic.APIStatusError as error:
+                if _too_long(error):
+                    raise PromptTooLong from None
+                failure = f"the model API answered {error.status_code}: {error_message(error)}"
+                # Status 200: the error came inside the stream, after the SDK's retries.
+                retry = error.status_code == 200
+            except anthropic.APIConnectionError as error:
+                failure, retry = f"cannot reach the model API: {error}", True
+            except anthropic.APIError as error:
+                failure, retry = f"the model call failed: {error}", False
+            except Exception as error:
+                # A connection that breaks mid-stream surfaces as the HTTP library's own
+                # error (httpx, or its fork in some builds of the SDK): retried as well.
+                if not type(error).__module__.startswith(("httpx", "httpcore")):
+                    raise
+                failure, retry = f"the connection to the model API broke: {error}", True
+            if not retry or attempt == STREAM_RETRIES:
+                raise AgentFailed(failure)
+            delay = STREAM_RETRY_DELAY_S * 2**attempt
+            self.events.notice(f"[{failure}; retrying in {delay:g} s]")
+            time.sleep(delay)
+        raise AssertionError("unreachable")
+
+    def _stream(self, system: list[dict[str, Any]], request: list[Message]) -> Any:
         self.events.waiting(True)
         first = True
         try:
@@ -332,39 +391,45 @@ class Agent:
                         first = False
                     self.events.text(delta)
                 reply = stream.get_final_message()
-        except anthropic.APIStatusError as error:
-            if _too_long(error):
-                raise PromptTooLong from None
-            raise AgentFailed(
-                f"the model API answered {error.status_code}: {error_message(error)}"
-            ) from None
-        except anthropic.APIConnectionError as error:
-            raise AgentFailed(f"cannot reach the model API: {error}") from None
         finally:
             self.events.waiting(False)
         self.usage.add(reply.usage)
         return reply
 
-    def _run_tools(self, content: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        results = []
-        for block in content:
-            if block["type"] != "tool_use":
-                continue
-            self.events.tool_call(block["name"], block.get("input") or {})
-            if block["name"] == "task" and any(t["name"] == "task" for t in self.tools):
-                result = self._run_task(block.get("input"))
-            else:
-                result = self.workspace.run(block["name"], block.get("input"))
-            self.events.tool_result(block["name"], result)
-            results.append(
+    def _run_tools(self, content: list[dict[str, Any]]) -> None:
+        """Run the calls and append their results; on Ctrl-C, the results so far are kept
+        and the calls not yet run are answered as interrupted."""
+        calls = [block for block in content if block.get("type") == "tool_use"]
+        results: list[dict[str, Any]] = []
+        try:
+            for block in calls:
+                self.events.tool_call(block["name"], block.get("input") or {})
+                if block["name"] == "task" and any(t["name"] == "task" for t in self.tools):
+                    result = self._run_task(block.get("input"))
+                else:
+                    result = self.workspace.run(block["name"], block.get("input"))
+                self.events.tool_result(block["name"], result)
+                results.append(
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": block["id"],
+                        "content": result.text,
+                        **({"is_error": True} if result.is_error else {}),
+                    }
+                )
+        except KeyboardInterrupt:
+            results += [
                 {
                     "type": "tool_result",
                     "tool_use_id": block["id"],
-                    "content": result.text,
-                    **({"is_error": True} if result.is_error else {}),
+                    "content": INTERRUPTED_RESULT,
+                    "is_error": True,
                 }
-            )
-        return results
+                for block in calls[len(results) :]
+            ]
+            raise
+        finally:
+            self._append({"role": "user", "content": results})
 
     def _run_task(self, arguments: Any) -> ToolResult:
         """Run a sub-agent on a self-contained task, in a fresh context; its answer is the
@@ -391,6 +456,14 @@ class Agent:
         finally:
             self.usage.merge(sub_agent.usage)
         return ToolResult(outcome.reply or "(the sub-agent gave no answer)")
+
+
+INTERRUPTED_RESULT = "interrupted by the user"
+CUT_OFF_RESULT = (
+    "not run: your reply was cut off (max_tokens) before this call was complete; "
+    "call it again, smaller or in parts"
+)
+UNFINISHED_TURN = "(This turn ended before I could answer.)"
 
 
 class PromptTooLong(Exception):

@@ -89,11 +89,14 @@ class AgentMemory:
         return TurnRecall(chosen, memories_block(memories))
 
     def after_turn(self, messages: Sequence[Mapping[str, Any]]) -> TurnLearning:
-        learning = TurnLearning(
-            extract_memories(
+        try:
+            extraction = extract_memories(
                 messages, store=self.store, client=self.client, session_id=self.session_id
             )
-        )
+        except MemstoreError as error:  # e.g. the database is locked by another writer
+            log.warning("extraction failed: %s", error)
+            extraction = Extraction(failure=str(error))
+        learning = TurnLearning(extraction)
         extraction = learning.extraction
         changed = extraction.changed
         settings = self.settings
