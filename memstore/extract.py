@@ -13,16 +13,16 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from memstore.errors import InvalidMemory
 from memstore.llm import ModelUnavailable, ask_text, json_from_reply, small_model_name
-from memstore.models import MemorySummary
+from memstore.models import MemoryRecord, MemorySummary
 from memstore.proposal import ProposedMemory, proposed_memory
-from memstore.recall import memory_catalog, message_text
-from memstore.store import MemoryStore
-from memstore.validation import NAME_MAX_LENGTH
+from memstore.recall import keyword_recall, memory_catalog, message_text
+from memstore.store import MemoryStore, WriteTransaction
+from memstore.validation import NAME_PATTERN, with_suffix
 
 if TYPE_CHECKING:
     from anthropic import Anthropic
@@ -34,7 +34,9 @@ RECENT_MESSAGES = 10
 MAX_ITEMS_PER_TURN = 5
 # A memory is a note, not a document.
 ITEM_BODY_MAX_BYTES = 4_096
-# Caps on what the model is shown.
+# Caps on what the model is shown. It sees the whole text of the memories it may update.
+FULL_TEXT_MAX_MEMORIES = 8
+FULL_TEXT_MAX_CHARS = 2_000
 MESSAGE_MAX_CHARS = 4_000
 TRANSCRIPT_MAX_CHARS = 24_000
 CATALOG_MAX_ENTRIES = 200
@@ -95,16 +97,17 @@ def extract_memories(
     logged and reported in `Extraction.failure`)."""
     if client is None:
         return Extraction(failure="no model client")
-    transcript = render_transcript(messages[-RECENT_MESSAGES:])
+    transcript = render_transcript(extraction_window(messages))
     if not transcript.strip():
         return Extraction(failure="nothing to learn from")
     catalog = memory_catalog(store, transcript, CATALOG_MAX_ENTRIES)
+    shown_whole = shown_in_full(store, transcript, catalog)
     try:
         reply = ask_text(
             client,
             model=model or small_model_name(),
             system=EXTRACTION_SYSTEM.format(max_items=max_items),
-            prompt=extraction_prompt(transcript, catalog),
+            prompt=extraction_prompt(transcript, catalog, shown_whole),
             max_tokens=EXTRACTION_MAX_TOKENS,
             timeout=EXTRACTION_TIMEOUT_S,
         )
@@ -119,16 +122,22 @@ def extract_memories(
     if not items:
         return result
     command = "chat extraction" + (f" (session {session_id})" if session_id else "")
+    updatable = {memory.name for memory in shown_whole}
     with store.transaction(actor=ACTOR, command=command, session_id=session_id) as tx:
         for item in items:
             existing = tx.find(item.name)
+            if existing is not None and existing.name not in updatable:
+                # The model never saw this memory's text: replacing it could lose what it
+                # says. A twin is safe, and consolidation (which sees both) merges them.
+                name = free_name(tx, item.name)
+                log.warning("extraction: %r was not shown in full; saved as %r", item.name, name)
+                existing, item = None, replace(item, name=name)
             if existing is None:
                 tx.create(item.name, item.type, item.description, item.body)
                 result.created.append(item.name)
-            elif (
-                tx.update(existing, type=item.type, description=item.description, body=item.body)
-                is not existing
-            ):
+            # An update keeps the memory's type: a user preference stays one (retyping it
+            # would also slip past consolidation's guard on dropping preferences).
+            elif tx.update(existing, description=item.description, body=item.body) is not existing:
                 result.updated.append(item.name)
         result.run_id = tx.run_id if tx.events else None
     return result
@@ -142,7 +151,9 @@ def validate_items(
     for position, raw in enumerate(raw_items):
         label = f"item {position}"
         if isinstance(raw, dict) and isinstance(raw.get("name"), str):
-            label += f" ({raw['name'][:NAME_MAX_LENGTH]!r})"
+            # Only a valid name is shown: anything else may be what the model was told not
+            # to keep (a key pasted as a name), and this goes to the log.
+            label += f" ({raw['name']!r})" if NAME_PATTERN.fullmatch(raw["name"]) else ""
         if len(kept) == max_items:
             dropped.append(f"{label}: more than {max_items} items in one turn")
             continue
@@ -223,9 +234,58 @@ def _cut_middle(text: str, limit: int) -> str:
     return f"{text[:half]}\n[… {len(text) - limit:,} characters left out …]\n{text[-half:]}"
 
 
-def extraction_prompt(transcript: str, catalog: Sequence[MemorySummary]) -> str:
-    existing = "\n".join(f"- {m.name} ({m.type}): {m.description}" for m in catalog)
+def extraction_window(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The last RECENT_MESSAGES messages, and the turn's user message when it is older (a
+    turn of many tool calls would otherwise hide what the user asked)."""
+    window = list(messages[-RECENT_MESSAGES:])
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.get("role") == "user" and message_text(message).strip():
+            if index < len(messages) - len(window):
+                window.insert(0, message)
+            break
+    return window
+
+
+def shown_in_full(
+    store: MemoryStore, transcript: str, catalog: Sequence[MemorySummary]
+) -> list[MemoryRecord]:
+    """The memories whose whole text the model is shown, so that it may update them: all of
+    them in a small store, else those the conversation is about; none longer than a note."""
+    names = {m.name for m in catalog}
+    if len(catalog) <= FULL_TEXT_MAX_MEMORIES:
+        candidates = store.memories()
+    else:
+        hits = keyword_recall(store, transcript, FULL_TEXT_MAX_MEMORIES)
+        candidates = [hit.memory for hit in hits]
+    return [m for m in candidates if m.name in names and len(m.body) <= FULL_TEXT_MAX_CHARS][
+        :FULL_TEXT_MAX_MEMORIES
+    ]
+
+
+def free_name(tx: WriteTransaction, name: str) -> str:
+    number = 2
+    while tx.find(with_suffix(name, number)) is not None:
+        number += 1
+    return with_suffix(name, number)
+
+
+def extraction_prompt(
+    transcript: str, catalog: Sequence[MemorySummary], shown_whole: Sequence[MemoryRecord]
+) -> str:
+    whole = {m.name for m in shown_whole}
+    full = "\n\n".join(f"### {m.name} ({m.type})\n{m.description}\n{m.body}" for m in shown_whole)
+    others = "\n".join(
+        f"- {m.name} ({m.type}): {m.description}" for m in catalog if m.name not in whole
+    )
+    parts = []
+    if full:
+        parts.append(
+            "Existing memories you may update (reuse the name, give the full new text):\n" + full
+        )
+    if others:
+        parts.append(f"Other existing memories (do not reuse these names):\n{others}")
+    existing = "\n\n".join(parts) or "Existing memories: (none yet)"
     return (
-        f"Existing memories:\n{existing or '(none yet)'}\n\n"
-        f"The end of the conversation:\n<conversation>\n{transcript}\n</conversation>"
+        f"{existing}\n\nThe end of the conversation:\n<conversation>\n{transcript}\n</conversation>"
     )

@@ -15,6 +15,7 @@ from memstore.exporter import export_memories
 from memstore.extract import (
     MAX_ITEMS_PER_TURN,
     extract_memories,
+    extraction_window,
     render_transcript,
 )
 from memstore.store import MemoryStore
@@ -87,7 +88,10 @@ def test_a_changed_preference_updates_the_memory_instead_of_adding_a_twin(
     assert result.updated == ["user-indentation"] and result.created == []
     assert live(store) == {"user-indentation": ("user", "Always 2 spaces, never tabs", "2 spaces.")}
     prompt = anthropic_server.requests[0]["messages"][0]["content"]
-    assert "- user-indentation (user): Always 4 spaces, never tabs" in prompt
+    # The model saw the whole memory it updated.
+    assert (
+        "### user-indentation (user)\nAlways 4 spaces, never tabs\n" + PREFERENCE["body"] in prompt
+    )
     assert [e.operation for e in store.history("user-indentation")] == ["create", "update"]
 
 
@@ -231,3 +235,50 @@ def test_earlier_turns_are_marked_as_context() -> None:
     earlier, current = transcript.split("[This turn: what to learn from]")
     assert earlier.startswith("[Earlier in the conversation") and "use tabs" in earlier
     assert "now write the parser" in current and "use tabs" not in current
+
+
+def test_a_memory_not_shown_in_full_is_never_overwritten(
+    store: MemoryStore,
+    client: Anthropic,
+    anthropic_server: AnthropicServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("memstore.extract.FULL_TEXT_MAX_MEMORIES", 1)
+    store.create("project-deploy", "project", "Deploys go through CI", "The whole runbook …")
+    store.create("user-indentation", "user", "4 spaces", "Never tabs.")
+    clash = {"name": "project-deploy", "type": "user", "description": "New", "body": "Short."}
+    anthropic_server.script(text_reply(json.dumps([clash])))
+    result = extract_memories(turn("indentation please", "ok"), store=store, client=client)
+    prompt = anthropic_server.requests[0]["messages"][0]["content"]
+    assert "Other existing memories (do not reuse these names):\n- project-deploy" in prompt
+    assert result.created == ["project-deploy-2"] and result.updated == []
+    assert store.get("project-deploy").body == "The whole runbook …"
+
+
+def test_an_update_keeps_the_memory_type(
+    store: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+) -> None:
+    store.create(**PREFERENCE)
+    retyped = {**PREFERENCE, "type": "project", "body": "Still 4 spaces."}
+    anthropic_server.script(text_reply(json.dumps([retyped])))
+    extract_memories(turn("spaces", "ok"), store=store, client=client)
+    assert live(store)["user-indentation"][0] == "user"
+
+
+def test_the_turns_request_is_kept_when_many_tool_calls_follow_it() -> None:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "from now on, never use tabs"}]
+    for _ in range(8):
+        messages += turn("x", "y")[1:3]
+    messages.append({"role": "assistant", "content": "done"})
+    window = extraction_window(messages)
+    assert window[0] is messages[0] and len(window) == 11
+    assert "never use tabs" in render_transcript(window).split("[This turn")[1]
+
+
+def test_a_secret_used_as_a_name_is_not_logged(
+    store: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+) -> None:
+    key = "sk-ant-api03-" + "Z9y8X7w6V5" * 8
+    anthropic_server.script(text_reply(json.dumps([{**PREFERENCE, "name": key, "body": key}])))
+    result = extract_memories(turn("hi", "hello"), store=store, client=client)
+    assert len(result.dropped) == 1 and key not in result.dropped[0]
