@@ -41,7 +41,9 @@ MAX_REMOVED_SHARE = 0.5
 # in batches.
 BATCH_MAX_MEMORIES = 60
 BATCH_MAX_CHARS = 60_000
-MEMORY_SHOWN_MAX_CHARS = 2_000
+# A longer body is shown shortened, and such a memory may be kept or dropped but not merged
+# or rewritten: the model would write its merge from a part of it.
+MEMORY_SHOWN_MAX_CHARS = 6_000
 # A merged memory may be longer than an extracted one, but is still a note.
 MERGED_BODY_MAX_BYTES = 8_192
 CONSOLIDATION_MAX_TOKENS = 8_192
@@ -83,8 +85,9 @@ class ConsolidationPlan:
     # Counts of live memories by type, before and after the plan.
     types_before: dict[str, int] = field(default_factory=dict)
     types_after: dict[str, int] = field(default_factory=dict)
-    # The version of each memory the plan was made from: applying it checks they are current.
-    versions: dict[str, int] = field(default_factory=dict)
+    # The id and version of each memory the plan was made from: applying it checks that
+    # each name still means that memory, unchanged.
+    versions: dict[str, tuple[int, int]] = field(default_factory=dict)
     # When planning began: the run's start, so changes made meanwhile count as later ones.
     planned_at: str = ""
 
@@ -137,6 +140,8 @@ def consolidation_due(
         return None
     last = store.last_run(ACTOR)
     since = None if last is None else last.started_at
+    # The store as the last run left it: counted after its changes, not before them.
+    finished = None if last is None else store.run_finished_at(last.id)
     changed = store.memories_changed_since(since, excluding=[ACTOR, "undo"])
     if changed >= min_changes:
         if last is None:
@@ -148,7 +153,7 @@ def consolidation_due(
     if (
         count > max_memories
         and changed
-        and (last is None or store.count_at(since or "") <= max_memories)
+        and (last is None or store.count_at(finished or "") <= max_memories)
     ):
         return f"{count} memories, more than the cap of {max_memories}"
     return None
@@ -207,7 +212,7 @@ def plan_consolidation(
     for merge in plan.merges:
         types_after[merge.result.type] = types_after.get(merge.result.type, 0) + 1
     plan.types_after = types_after
-    plan.versions = {m.name: m.version for m in memories}
+    plan.versions = {m.name: (m.id, m.version) for m in memories}
     return plan
 
 
@@ -240,6 +245,8 @@ def _add_answer(
         for source in sources:
             if not isinstance(source, str) or source not in batch_names:
                 raise InvalidMemory("merge", f"source {source!r} is not one of the memories")
+            if len(by_name[source].body) > MEMORY_SHOWN_MAX_CHARS:
+                raise InvalidMemory("merge", f"{source!r} was shown shortened; it cannot be merged")
             claim(source, "as a source")
         result = proposed_memory(raw, body_max_bytes=MERGED_BODY_MAX_BYTES)
         # The result may take a source's name (an update in place) or a free one.
@@ -280,10 +287,12 @@ def _fits(memories: Sequence[MemoryRecord]) -> bool:
 
 def _shown(memory: MemoryRecord) -> str:
     body = memory.body
+    note = ""
     if len(body) > MEMORY_SHOWN_MAX_CHARS:
         body = body[:MEMORY_SHOWN_MAX_CHARS] + " […]"
+        note = ", shortened: keep or drop it, do not merge or rewrite it"
     return (
-        f"### {memory.name} ({memory.type}, saved {memory.updated_at[:10]})\n"
+        f"### {memory.name} ({memory.type}, saved {memory.updated_at[:10]}{note})\n"
         f"{memory.description}\n{body}\n"
     )
 
@@ -325,7 +334,7 @@ def apply_plan(
         touched = [n for merge in plan.merges for n in merge.sources] + [d.name for d in plan.drops]
         for name in touched:
             current = tx.find(name)
-            if current is None or current.version != plan.versions.get(name):
+            if current is None or (current.id, current.version) != plan.versions.get(name):
                 raise ConsolidationRefused(
                     f"consolidation not applied: {name!r} changed while it was being planned"
                 )

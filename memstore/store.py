@@ -539,6 +539,20 @@ class MemoryStore:
             columns = [d[0] for d in cursor.description]
             return [dict(zip(columns, row, strict=True)) for row in reversed(cursor.fetchall())]
 
+    def run_finished_at(self, run_id: str) -> str | None:
+        """When the run's changes were made (its last event), or when it started if it
+        changed nothing."""
+        events = memory_event_table.c
+        query = select(func.max(events.created_at)).where(events.run_id == run_id)
+        with self.engine.connect() as connection:
+            last_event = connection.execute(query).scalar()
+            if last_event is not None:
+                return str(last_event)
+            started = connection.execute(
+                select(run_table.c.started_at).where(run_table.c.id == run_id)
+            ).scalar()
+        return None if started is None else str(started)
+
     def count_at(self, at: str) -> int:
         """How many memories were live at the instant `at` (history keeps deleted rows)."""
         table = memory_table.c

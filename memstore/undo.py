@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from memstore.errors import CannotUndo
+from memstore.errors import CannotUndo, NothingToRestore
 from memstore.models import MemoryEvent, Operation, Run
 from memstore.store import MemoryStore
 
@@ -34,24 +34,27 @@ def undo_run(store: MemoryStore, run_id: str) -> UndoResult:
     """
     run = store.find_run(run_id)
     short = run.id[:8]
-    undone_by = store.undo_of(run.id)
-    if undone_by is not None:
-        raise CannotUndo(f"run {short} was already undone by run {undone_by.id[:8]}")
-    events = store.run_events(run.id)
-    if not events:
-        raise CannotUndo(f"run {short} changed no memory")
-    first: dict[int, MemoryEvent] = {}
-    for event in events:
-        first.setdefault(event.memory_id, event)
-    later = _changed_after(store, events)
-    if later:
-        raise CannotUndo(
-            f"changed since run {short}: {', '.join(later)}; undoing it would lose those changes"
-        )
     result = UndoResult(run)
     with store.transaction(
         actor=ACTOR, command=f"undo run {run.id} ({run.command})", undoes=run.id
     ) as tx:
+        # Checked inside the transaction, which holds the write lock: nothing can change
+        # between these checks and the undo.
+        undone_by = store.undo_of(run.id)
+        if undone_by is not None:
+            raise CannotUndo(f"run {short} was already undone by run {undone_by.id[:8]}")
+        events = store.run_events(run.id)
+        if not events:
+            raise CannotUndo(f"run {short} changed no memory")
+        later = _changed_after(store, events)
+        if later:
+            raise CannotUndo(
+                f"changed since run {short}: {', '.join(later)}; "
+                "undoing it would lose those changes"
+            )
+        first: dict[int, MemoryEvent] = {}
+        for event in events:
+            first.setdefault(event.memory_id, event)
         # Memories the run brought into being (or back) go first, which frees their names.
         for memory_id, event in first.items():
             if event.operation in (Operation.CREATE, Operation.RESTORE):
@@ -63,7 +66,13 @@ def undo_run(store: MemoryStore, run_id: str) -> UndoResult:
             old = event.old_value or {}
             memory = tx.by_id(memory_id)
             if memory.deleted_at is not None:
-                memory = tx.restore_id(memory_id)
+                try:
+                    memory = tx.restore_id(memory_id)
+                except NothingToRestore:
+                    raise CannotUndo(
+                        f"{memory.name!r} is now the name of a newer memory; rename or delete "
+                        f"that one first (memctl edit / memctl rm), then undo run {short} again"
+                    ) from None
                 result.restored.append(memory.name)
             else:
                 result.reverted.append(str(old.get("name", memory.name)))

@@ -396,3 +396,42 @@ def test_memctl_consolidate_refusals_are_one_line(
     )
     with MemoryStore(cli_store) as store:
         assert store.count() == len(MEMORIES)
+
+
+def test_growing_past_the_cap_after_a_run_is_due(
+    store: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+) -> None:
+    with store.transaction() as tx:
+        for i in range(35):
+            tx.create(f"note-{i:02}", "project", f"Fact {i}", "b")
+    drops = {"drop": [{"name": f"note-{i:02}"} for i in range(7)]}
+    anthropic_server.script(plan_reply(drops))
+    consolidate_memories(store=store, client=client)
+    assert store.count() == 28
+    for i in range(3):
+        store.create(f"late-{i}", "project", "Later", "b")
+    assert consolidation_due(store) == "31 memories, more than the cap of 30"
+
+
+def test_a_memory_shown_shortened_cannot_be_merged(
+    filled: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+) -> None:
+    filled.update("project-ci", body="Jenkins. " * 1_000)
+    plan = {"merge": [merge(["project-ci", "project-db"], "project-infra", "project", "d", "b")]}
+    anthropic_server.script(plan_reply(plan))
+    with pytest.raises(ConsolidationRefused, match="'project-ci' was shown shortened"):
+        consolidate_memories(store=filled, client=client)
+    prompt = anthropic_server.requests[0]["messages"][0]["content"]
+    assert "shortened: keep or drop it" in prompt
+    assert filled.get("project-ci").body.startswith("Jenkins.")
+
+
+def test_undo_says_what_to_do_when_a_name_was_taken_since(
+    filled: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+) -> None:
+    anthropic_server.script(plan_reply({"drop": [{"name": "project-ci"}]}))
+    outcome = consolidate_memories(store=filled, client=client)
+    filled.create("project-ci", "project", "A new memory with the old name", "b")
+    with pytest.raises(CannotUndo, match="rename or delete that one first"):
+        undo_run(filled, outcome.run_id or "")
+    assert filled.get("project-ci").description == "A new memory with the old name"
