@@ -52,6 +52,7 @@ def test_a_preference_from_session_one_reaches_session_two(
     assert "user-indentation" in (tmp_path / ".memory" / "MEMORY.md").read_text()
     transcripts = list((tmp_path / ".memory" / "sessions").glob("*/transcript.jsonl"))
     assert len(transcripts) == 1 and "always use 4 spaces" in transcripts[0].read_text()
+    assert (tmp_path / ".memory" / "sessions" / ".gitignore").read_text().endswith("*\n")
 
     # Session 2, a new process: two turns, each with selection, the reply, and extraction.
     anthropic_server.requests.clear()

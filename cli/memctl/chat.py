@@ -133,7 +133,13 @@ def run_chat(
     tty = sys.stdin.isatty() and sys.stdout.isatty()
     events = TerminalEvents(tty)
     session_id = new_session_id()
-    session = SessionFiles(db.parent / "sessions" / session_id)
+    sessions = db.parent / "sessions"
+    session = SessionFiles(sessions / session_id)
+    # Transcripts hold the conversation verbatim, secrets included: keep them out of git
+    # even when .memory/ itself is committed.
+    sessions.mkdir(parents=True, exist_ok=True)
+    if not (sessions / ".gitignore").exists():
+        (sessions / ".gitignore").write_text("# memctl chat transcripts: local only\n*\n")
     export_dir = workspace / ".memory"
     with MemoryStore(db, actor="chat", command=f"memctl chat (session {session_id})") as store:
         memory = (
