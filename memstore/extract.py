@@ -35,8 +35,10 @@ MAX_ITEMS_PER_TURN = 5
 # A memory is a note, not a document.
 ITEM_BODY_MAX_BYTES = 4_096
 # Caps on what the model is shown. It sees the whole text of the memories it may update.
-FULL_TEXT_MAX_MEMORIES = 8
+FULL_TEXT_RELATED = 8
+FULL_TEXT_SMALL_STORE = 50
 FULL_TEXT_MAX_CHARS = 2_000
+FULL_TEXT_BUDGET_CHARS = 8_000
 MESSAGE_MAX_CHARS = 4_000
 TRANSCRIPT_MAX_CHARS = 24_000
 CATALOG_MAX_ENTRIES = 200
@@ -250,17 +252,25 @@ def extraction_window(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str
 def shown_in_full(
     store: MemoryStore, transcript: str, catalog: Sequence[MemorySummary]
 ) -> list[MemoryRecord]:
-    """The memories whose whole text the model is shown, so that it may update them: all of
-    them in a small store, else those the conversation is about; none longer than a note."""
+    """The memories whose whole text the model is shown, so that it may update them: those
+    the conversation is about first, then, in a small store, the most recently changed, up
+    to FULL_TEXT_BUDGET_CHARS; none longer than a note."""
     names = {m.name for m in catalog}
-    if len(catalog) <= FULL_TEXT_MAX_MEMORIES:
-        candidates = store.memories()
-    else:
-        hits = keyword_recall(store, transcript, FULL_TEXT_MAX_MEMORIES)
-        candidates = [hit.memory for hit in hits]
-    return [m for m in candidates if m.name in names and len(m.body) <= FULL_TEXT_MAX_CHARS][
-        :FULL_TEXT_MAX_MEMORIES
-    ]
+    candidates = [hit.memory for hit in keyword_recall(store, transcript, FULL_TEXT_RELATED)]
+    if len(catalog) <= FULL_TEXT_SMALL_STORE:
+        recent = sorted(store.memories(), key=lambda m: m.updated_at, reverse=True)
+        candidates += recent
+    shown: list[MemoryRecord] = []
+    size = 0
+    for memory in candidates:
+        too_long = len(memory.body) > FULL_TEXT_MAX_CHARS
+        if memory.name not in names or too_long or any(m.id == memory.id for m in shown):
+            continue
+        size += len(memory.body) + len(memory.description)
+        if size > FULL_TEXT_BUDGET_CHARS:
+            break
+        shown.append(memory)
+    return shown
 
 
 def free_name(tx: WriteTransaction, name: str) -> str:
