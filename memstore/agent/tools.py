@@ -2,21 +2,34 @@
 
 Every path the model gives is resolved against the workspace, symlinks included, and refused
 when it leaves it: `..`, absolute paths elsewhere, and links pointing out all get a clear tool
-result rather than an exception. Outputs are capped so that one tool call cannot flood the
-context (the compression pipeline handles what is still large).
+result rather than an exception. "~" is never expanded: a path starting with it is refused
+(it would name a home folder); a folder literally named "~" is reachable as "./~".
+
+`Workspace.run` never raises (except KeyboardInterrupt and SystemExit): bad arguments, files
+that are not UTF-8, invalid glob patterns and unexpected errors all become error results.
+
+Outputs are capped so that one tool call cannot flood the context (the compression pipeline
+handles what is still large), and so is the memory a call uses: a command's output goes to an
+unnamed temporary file of which only the head and tail are read, read_file reads line by line
+and stops at its limit, and glob stops walking after GLOB_MAX_RESULTS matches.
 """
 
 from __future__ import annotations
 
+import contextlib
+import inspect
+import math
 import os
 import signal
 import subprocess
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 BASH_TIMEOUT_S = 120
+BASH_TIMEOUT_MAX_S = 600
 OUTPUT_MAX_CHARS = 50_000
 READ_MAX_BYTES = 2_000_000
 GLOB_MAX_RESULTS = 500
@@ -113,29 +126,48 @@ class Workspace:
         }
 
     def run(self, name: str, arguments: Any) -> ToolResult:
-        """Run one tool call; every failure becomes an error result for the model."""
+        """Run one tool call; every failure becomes an error result for the model.
+
+        Only KeyboardInterrupt and SystemExit (not Exceptions) propagate."""
         handler = self._handlers.get(name)
         if handler is None:
             return ToolResult(f"unknown tool {name!r}", is_error=True)
         if not isinstance(arguments, dict):
             return ToolResult("the tool input must be an object", is_error=True)
         try:
+            inspect.signature(handler).bind(**arguments)
+        except TypeError as error:  # missing or unexpected arguments
+            return ToolResult(f"bad arguments for {name}: {error}", is_error=True)
+        try:
             return ToolResult(handler(**arguments))
         except ToolRefused as refusal:
             return ToolResult(str(refusal), is_error=True)
-        except TypeError as error:  # missing or unexpected arguments
-            return ToolResult(f"bad arguments for {name}: {error}", is_error=True)
         except OSError as error:
-            return ToolResult(f"{name} failed: {error.strerror or error}", is_error=True)
+            where = f" ({error.filename})" if error.filename else ""
+            return ToolResult(f"{name} failed: {error.strerror or error}{where}", is_error=True)
+        except Exception as error:
+            return ToolResult(f"{name} failed: {type(error).__name__}: {error}", is_error=True)
 
     def path(self, given: Any) -> Path:
-        """The workspace path for `given`, refusing anything that resolves outside it."""
+        """The workspace path for `given`, refusing anything that resolves outside it.
+
+        "~" is not expanded, and a path that starts with it is refused rather than taken as a
+        folder of the workspace: the model almost certainly means a home folder."""
         if not isinstance(given, str) or not given.strip():
             raise ToolRefused("path must be a non-empty string")
         if "\x00" in given:
             raise ToolRefused("path must not contain NUL")
-        candidate = Path(given).expanduser()
-        resolved = (candidate if candidate.is_absolute() else self.root / candidate).resolve()
+        if given.startswith("~"):
+            raise ToolRefused(
+                f"refused: {given!r} starts with '~', a home folder outside the workspace; "
+                f"paths are relative to the workspace {self.root} (write './{given}' for a "
+                "folder named '~' inside it)"
+            )
+        candidate = Path(given)
+        try:
+            resolved = (candidate if candidate.is_absolute() else self.root / candidate).resolve()
+        except (OSError, RuntimeError) as error:  # a symlink loop, for one
+            raise ToolRefused(f"{given}: cannot resolve the path ({error})") from None
         if resolved != self.root and not resolved.is_relative_to(self.root):
             raise ToolRefused(
                 f"refused: {given!r} is outside the workspace {self.root}; "
@@ -145,62 +177,107 @@ class Workspace:
 
     # -- the tools --------------------------------------------------------------------------
 
-    def bash(self, command: str, timeout: int | None = None) -> str:
+    def bash(self, command: str, timeout: Any = None) -> str:
         if not isinstance(command, str) or not command.strip():
             raise ToolRefused("command must be a non-empty string")
-        limit = min(int(timeout or BASH_TIMEOUT_S), 600)
-        process = subprocess.Popen(
-            ["bash", "-c", command],
-            cwd=self.root,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # so a timeout kills the whole process group
-        )
-        try:
-            output, _ = process.communicate(timeout=limit)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            output, _ = process.communicate()
-            text = cap(output.decode("utf-8", "replace"))
-            return f"{text}\n[timed out after {limit} s; the command was killed]"
-        text = cap(output.decode("utf-8", "replace"))
+        given = BASH_TIMEOUT_S if timeout is None else whole_number(timeout, "timeout", minimum=1)
+        limit = min(given, BASH_TIMEOUT_MAX_S)
+        # The output goes to an unnamed file, not a pipe: memory stays bounded however much
+        # the command prints, and a background job that keeps the file open does not keep us
+        # waiting, as it would keep a pipe open: we wait for bash itself, not for end of file.
+        with tempfile.TemporaryFile() as output:
+            process = subprocess.Popen(
+                ["bash", "-c", command],
+                cwd=self.root,
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # so a timeout kills the whole process group
+            )
+            try:
+                process.wait(timeout=limit)
+            except subprocess.TimeoutExpired:
+                kill_group(process)
+                text = head_and_tail(output)
+                return f"{text}\n[timed out after {limit} s; the command was killed]"
+            except BaseException:  # Ctrl-C in the agent: leave nothing running
+                kill_group(process)
+                raise
+            text = head_and_tail(output)
         if process.returncode:
             text += f"\n[exit code {process.returncode}]"
         return text or "(no output)"
 
-    def read_file(self, path: str, limit: int | None = None, offset: int | None = None) -> str:
+    def read_file(self, path: str, limit: Any = None, offset: Any = None) -> str:
+        count = None if limit is None else whole_number(limit, "limit", minimum=1)
+        # offset 0 is taken as 1, as the model sometimes counts from 0.
+        first = 1 if offset is None else max(whole_number(offset, "offset", minimum=0), 1)
         target = self.path(path)
         if not target.is_file():
             raise ToolRefused(f"{path}: no such file")
-        if target.stat().st_size > READ_MAX_BYTES and not limit:
-            raise ToolRefused(
-                f"{path} is {target.stat().st_size:,} bytes; read it with a line limit"
+        size = target.stat().st_size
+        if size > READ_MAX_BYTES and not count:
+            raise ToolRefused(f"{path} is {size:,} bytes; read it with a line limit")
+        budget = OUTPUT_MAX_CHARS
+        shown: list[str] = []
+        number = 0
+        capped = False
+        # Line by line, stopping after the last line asked for, or when the output is full.
+        with target.open("rb") as handle:
+            for number, line in enumerate(read_lines(handle), 1):
+                if number < first:
+                    continue
+                if count is not None and number >= first + count:
+                    break
+                entry = f"{number:6}\t{line}"
+                if shown and len(entry) + 1 > budget:
+                    capped = True
+                    break
+                shown.append(entry)
+                budget -= len(entry) + 1
+            else:  # the whole file was read
+                if shown:
+                    return "\n".join(shown)
+                if number == 0:
+                    return "(empty file)"
+                return f"(no lines from offset {first}; the file has {number} lines)"
+            # Line `number` was read but not shown; count what follows it if that is cheap.
+            more = (
+                f"{1 + lines_left(handle)} more lines"
+                if size <= READ_MAX_BYTES
+                else "more lines follow"
             )
-        lines = target.read_text(encoding="utf-8", errors="replace").splitlines()
-        start = max(int(offset or 1), 1) - 1
-        end = start + int(limit) if limit else len(lines)
-        shown = [f"{number:6}\t{line}" for number, line in enumerate(lines[start:end], start + 1)]
-        text = "\n".join(shown)
-        if end < len(lines):
-            text += f"\n[{len(lines) - end} more lines; read on with offset={end + 1}]"
-        return cap(text) or "(empty file)"
+        note = "output cap reached; " if capped else ""
+        return "\n".join(shown) + f"\n[{note}{more}; read on with offset={number}]"
 
     def write_file(self, path: str, content: str) -> str:
         if not isinstance(content, str):
             raise ToolRefused("content must be a string")
+        try:
+            data = content.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise ToolRefused(
+                f"content cannot be written as UTF-8 ({error.reason}); nothing written"
+            ) from None
         target = self.path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content, encoding="utf-8")
-        return f"wrote {len(content.encode()):,} bytes to {target.relative_to(self.root)}"
+        target.write_bytes(data)
+        return f"wrote {len(data):,} bytes to {target.relative_to(self.root)}"
 
-    def edit_file(self, path: str, old_text: str, new_text: str, replace_all: bool = False) -> str:
+    def edit_file(self, path: str, old_text: str, new_text: str, replace_all: Any = False) -> str:
         target = self.path(path)
         if not target.is_file():
             raise ToolRefused(f"{path}: no such file")
         if not isinstance(old_text, str) or not old_text or not isinstance(new_text, str):
             raise ToolRefused("old_text must be non-empty text and new_text text")
-        text = target.read_text(encoding="utf-8")
+        if replace_all is None:
+            replace_all = False
+        if not isinstance(replace_all, bool):
+            raise ToolRefused(f"replace_all must be true or false, got {replace_all!r}")
+        try:
+            text = target.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise ToolRefused(f"{path} is not UTF-8 text; nothing changed") from None
         matches = text.count(old_text)
         if matches == 0:
             raise ToolRefused(f"old_text not found in {path} (0 matches); nothing changed")
@@ -209,27 +286,137 @@ class Workspace:
                 f"old_text occurs {matches} times in {path}; give more context to make it "
                 "unique, or set replace_all; nothing changed"
             )
-        target.write_text(text.replace(old_text, new_text), encoding="utf-8")
+        try:
+            edited = text.replace(old_text, new_text).encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise ToolRefused(
+                f"new_text cannot be written as UTF-8 ({error.reason}); nothing changed"
+            ) from None
+        target.write_bytes(edited)
         return f"replaced {matches} match{'es' if matches > 1 else ''} in {path}"
 
     def glob(self, pattern: str) -> str:
         if not isinstance(pattern, str) or not pattern.strip():
             raise ToolRefused("pattern must be a non-empty string")
+        if "\x00" in pattern:
+            raise ToolRefused("pattern must not contain NUL")
         if Path(pattern).is_absolute() or ".." in Path(pattern).parts:
             raise ToolRefused(f"refused: {pattern!r} reaches outside the workspace")
-        found = []
-        for match in sorted(self.root.glob(pattern)):
-            if match.resolve().is_relative_to(self.root) and match.is_file():
-                found.append(str(match.relative_to(self.root)))
-                if len(found) == GLOB_MAX_RESULTS:
-                    break
+        found: list[str] = []
+        try:
+            # Walked lazily, and only until GLOB_MAX_RESULTS files are found: sorting every
+            # match first could take forever (links back to the root multiply them).
+            for match in self.root.glob(pattern):
+                try:
+                    inside = match.resolve().is_relative_to(self.root) and match.is_file()
+                except (OSError, RuntimeError):  # a symlink loop, say
+                    continue
+                if inside:
+                    found.append(str(match.relative_to(self.root)))
+                    if len(found) == GLOB_MAX_RESULTS:
+                        break
+        except ValueError as error:
+            raise ToolRefused(f"invalid glob pattern {pattern!r}: {error}") from None
         if not found:
             return "no files match"
-        more = " (first matches only)" if len(found) == GLOB_MAX_RESULTS else ""
-        return "\n".join(found) + more
+        text = "\n".join(sorted(found))
+        if len(found) == GLOB_MAX_RESULTS:
+            text += f"\n[stopped after {GLOB_MAX_RESULTS} matches; narrow the pattern]"
+        return text
 
 
-def cap(text: str, limit: int = OUTPUT_MAX_CHARS) -> str:
+def whole_number(value: Any, name: str, *, minimum: int) -> int:
+    """`value` as an int (the model may send 30, 30.0 or "30"); anything else is refused
+    with a message the model can act on."""
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str) and len(value) <= 20:
+        try:
+            number = int(value.strip())
+        except ValueError:
+            number = None
+    if number is None:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
+        raise ToolRefused(f"{name} must be a whole number, got {shown}")
+    if number < minimum:
+        raise ToolRefused(f"{name} must be at least {max(minimum, 1)}, got {number}")
+    return number
+
+
+def kill_group(process: subprocess.Popen[bytes]) -> None:
+    """Kill the command's whole process group, then reap bash; a daemon that left the group
+    (setsid) survives, but cannot make us wait."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=5)
+
+
+def head_and_tail(output: Any) -> str:
+    """The command's output: whole if short, else its first and last OUTPUT_MAX_CHARS/2
+    characters, reading only those from the file, and how many bytes were cut between."""
+    limit = OUTPUT_MAX_CHARS
+    half = limit // 2
+    size = output.seek(0, os.SEEK_END)
+    output.seek(0)
+    if size <= 4 * limit:  # at most 4 bytes a character: cut by characters, as usual
+        return cap(output.read().decode("utf-8", "replace"), limit)
+    # surrogateescape keeps invalid bytes one "character" each, so that the bytes cut can
+    # be counted exactly; they are shown as U+FFFD.
+    head = (
+        output.read(4 * half)
+        .decode("utf-8", "surrogateescape")[:half]
+        .encode("utf-8", "surrogateescape")
+    )
+    output.seek(size - 4 * half)
+    tail_bytes = output.read(4 * half)
+    skip = 0  # the read may start inside a character: skip its continuation bytes
+    while skip < 3 and tail_bytes[skip] & 0xC0 == 0x80:
+        skip += 1
+    tail = (
+        tail_bytes[skip:]
+        .decode("utf-8", "surrogateescape")[-half:]
+        .encode("utf-8", "surrogateescape")
+    )
+    cut = size - len(head) - len(tail)
+    return (
+        f"{head.decode('utf-8', 'replace')}\n[… {cut:,} bytes of output cut …]\n"
+        f"{tail.decode('utf-8', 'replace')}"
+    )
+
+
+def read_lines(handle: Any) -> Iterator[str]:
+    """The lines of a binary file, decoded (invalid UTF-8 shows as U+FFFD), one at a time;
+    a line longer than half the output cap is cut, the rest of it read in blocks and dropped."""
+    longest = max(OUTPUT_MAX_CHARS // 2, 1)
+    while True:
+        raw = handle.readline(longest)
+        if not raw:
+            return
+        cut = False
+        if not raw.endswith(b"\n"):
+            while rest := handle.readline(1 << 20):
+                cut = True
+                if rest.endswith(b"\n"):
+                    break
+        line = raw.rstrip(b"\n").removesuffix(b"\r").decode("utf-8", "replace")
+        yield f"{line} [line cut]" if cut else line
+
+
+def lines_left(handle: Any) -> int:
+    """How many lines remain from the handle's position, read in blocks."""
+    left, last = 0, b"\n"
+    while chunk := handle.read(1 << 20):
+        left += chunk.count(b"\n")
+        last = chunk[-1:]
+    return left + (last != b"\n")
+
+
+def cap(text: str, limit: int | None = None) -> str:
+    limit = OUTPUT_MAX_CHARS if limit is None else limit
     if len(text) <= limit:
         return text
     half = limit // 2
