@@ -208,7 +208,7 @@ def test_a_long_session_is_compacted(
     summary_request = next(r for r in anthropic_server.requests if "Summarise" in str(r["system"]))
     assert "run printf 41 times" in summary_request["messages"][0]["content"]
     # The full conversation is on disk, and so is the context as it was before compaction.
-    (session,) = (tmp_path / ".memory" / "sessions").iterdir()
+    (session,) = [p for p in (tmp_path / ".memory" / "sessions").iterdir() if p.is_dir()]
     assert len((session / "transcript.jsonl").read_text().splitlines()) == 86
     assert "run printf 41 times" in (session / "before-compaction-1.jsonl").read_text()
 
