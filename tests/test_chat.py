@@ -232,3 +232,33 @@ def test_prompt_too_long_triggers_one_reactive_compaction(
     assert done.stdout.count("[reactive compact]") == 1 and "second answer" in done.stdout
     retry = json.dumps(main_calls(anthropic_server)[-1]["messages"])
     assert "SUMMARY: a first question was answered" in retry and "first answer" not in retry
+
+
+def test_a_session_can_be_resumed_after_a_crash(
+    tmp_path: Path, memctl: MemctlRunner, anthropic_server: AnthropicServer
+) -> None:
+    env = {**model_env(anthropic_server)}
+    anthropic_server.script(text_reply("Nice to meet you, Ada."))
+    assert memctl("chat", "--no-memory", input="my name is Ada\n", env=env).returncode == 0
+    (session,) = [p for p in (tmp_path / ".memory" / "sessions").iterdir() if p.is_dir()]
+    with (session / "transcript.jsonl").open("a") as transcript:
+        transcript.write('{"role": "user", "content": [{"type": "te')  # killed mid-write
+    anthropic_server.requests.clear()
+    anthropic_server.script(text_reply("Your name is Ada."))
+    resumed = memctl("chat", "--no-memory", "--resume", input="what is my name?\n", env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    assert (
+        f"resumed session {session.name}: 2 messages; 1 unreadable lines skipped" in resumed.stdout
+    )
+    (request,) = main_calls(anthropic_server)
+    assert [texts(m) for m in request["messages"]] == [
+        "my name is Ada",
+        "Nice to meet you, Ada.",
+        "what is my name?",
+    ]
+    # The transcript goes on after the partial line, readable.
+    lines = (session / "transcript.jsonl").read_text().splitlines()
+    assert len(lines) == 5 and json.loads(lines[-1])["content"][0]["text"] == "Your name is Ada."
+    missing = memctl("chat", "--session", "19990101", input="", env=env)
+    assert missing.returncode == 1 and "no saved session '19990101'" in missing.stderr
+    assert anthropic_server.replies == []  # every scripted answer was asked for

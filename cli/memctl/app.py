@@ -383,6 +383,12 @@ def chat(
             help="Summarise earlier turns when the conversation grows past this (estimated).",
         ),
     ] = 120_000,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Go on with the last saved session.")
+    ] = False,
+    session: Annotated[
+        str | None, typer.Option("--session", help="Go on with this saved session (id or prefix).")
+    ] = None,
 ) -> None:
     """Talk to a coding agent that remembers across sessions."""
     from memctl.chat import run_chat
@@ -403,6 +409,7 @@ def chat(
         use_memory=not no_memory,
         client=client,
         context_tokens=context_tokens,
+        resume=session or ("last" if resume else None),
     )
 
 

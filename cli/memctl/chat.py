@@ -117,6 +117,22 @@ def _brief(arguments: dict[str, Any]) -> str:
     return one_line(arguments)[:80]
 
 
+def find_session(sessions: Path, wanted: str) -> Path:
+    """The session folder `wanted` names (an id or its prefix), or the latest for "last"."""
+    found = sorted(p for p in sessions.glob("*") if (p / "transcript.jsonl").is_file())
+    if wanted != "last":
+        found = [p for p in found if p.name.startswith(wanted)]
+    if not found:
+        raise SessionNotFound(f"no saved session {wanted!r} in {sessions}")
+    if wanted != "last" and len(found) > 1:
+        raise SessionNotFound(f"several sessions start with {wanted!r}; give more of the id")
+    return found[-1]
+
+
+class SessionNotFound(MemstoreError):
+    pass
+
+
 def new_session_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + os.urandom(3).hex()
 
@@ -129,12 +145,17 @@ def run_chat(
     use_memory: bool,
     client: Any,
     context_tokens: int,
+    resume: str | None = None,
 ) -> None:
     tty = sys.stdin.isatty() and sys.stdout.isatty()
     events = TerminalEvents(tty)
-    session_id = new_session_id()
     sessions = db.parent / "sessions"
-    session = SessionFiles(sessions / session_id)
+    if resume is not None:
+        session = SessionFiles(find_session(sessions, resume))
+        session_id = session.directory.name
+    else:
+        session_id = new_session_id()
+        session = SessionFiles(sessions / session_id)
     # Transcripts hold the conversation verbatim, secrets included: keep them out of git
     # even when .memory/ itself is committed.
     sessions.mkdir(parents=True, exist_ok=True)
@@ -156,6 +177,11 @@ def run_chat(
             events=events,
             compaction=CompactionSettings(context_budget_tokens=context_tokens),
         )
+        if resume is not None:
+            messages, skipped = session.load()
+            agent.resume(messages)
+            note = f"; {skipped} unreadable lines skipped" if skipped else ""
+            events.line(f"resumed session {session_id}: {len(messages)} messages{note}")
         history_file = db.parent / "chat_history"
         if tty:
             _start_line_editing(history_file)

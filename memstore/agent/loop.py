@@ -141,6 +141,28 @@ class SessionFiles:
         existing = len(list(self.directory.glob("before-compaction-*.jsonl")))
         return self.directory / f"before-compaction-{existing + 1}.jsonl"
 
+    def load(self) -> tuple[list[Message], int]:
+        """The saved conversation, and how many lines could not be read (a crash in the
+        middle of a write can leave the last one partial)."""
+        messages: list[Message] = []
+        skipped = 0
+        text = self.transcript.read_text(encoding="utf-8")
+        if text and not text.endswith("\n"):
+            # End the partial line, so that what is appended next starts a line of its own.
+            with self.transcript.open("a", encoding="utf-8") as handle:
+                handle.write("\n")
+        for line in text.splitlines():
+            try:
+                message = json.loads(line)
+            except json.JSONDecodeError:
+                skipped += 1
+                continue
+            if isinstance(message, dict) and message.get("role") in ("user", "assistant"):
+                messages.append(message)
+            else:
+                skipped += 1
+        return messages, skipped
+
     def append(self, message: Message) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         line = json.dumps(message, ensure_ascii=False, default=str) + "\n"
@@ -242,6 +264,11 @@ class Agent:
         if self.memory is not None:
             outcome.learning = self.memory.after_turn(self.history)
         return outcome
+
+    def resume(self, messages: list[Message]) -> None:
+        """Go on with a saved conversation (the transcript goes on growing where it was)."""
+        self.history = list(messages)
+        self.messages = merge_same_roles(messages)
 
     def system_prompt(self) -> list[dict[str, Any]]:
         """Instructions and the MEMORY.md index, built once per turn; cached by the API."""
