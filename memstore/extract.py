@@ -124,15 +124,18 @@ def extract_memories(
     if not items:
         return result
     command = "chat extraction" + (f" (session {session_id})" if session_id else "")
-    updatable = {memory.name for memory in shown_whole}
+    # What the model saw: a memory changed since (by the user, another session) is not
+    # overwritten with text written from its older version.
+    updatable = {memory.name: (memory.id, memory.version) for memory in shown_whole}
     with store.transaction(actor=ACTOR, command=command, session_id=session_id) as tx:
         for item in items:
             existing = tx.find(item.name)
-            if existing is not None and existing.name not in updatable:
-                # The model never saw this memory's text: replacing it could lose what it
-                # says. A twin is safe, and consolidation (which sees both) merges them.
+            seen = (existing.id, existing.version) if existing is not None else None
+            if existing is not None and updatable.get(existing.name) != seen:
+                # The model never saw this memory's text, or not as it is now: replacing it
+                # could lose what it says. A twin is safe; consolidation merges the two.
                 name = free_name(tx, item.name)
-                log.warning("extraction: %r was not shown in full; saved as %r", item.name, name)
+                log.warning("extraction: %r was not shown as it is; saved as %r", item.name, name)
                 existing, item = None, replace(item, name=name)
             if existing is None:
                 tx.create(item.name, item.type, item.description, item.body)

@@ -159,7 +159,9 @@ _RULES: list[_Rule] = [
     ),
     _Rule(
         "JSON web token",
-        re.compile(r"\beyJ[A-Za-z0-9_-]{10,8192}+\.eyJ[A-Za-z0-9_-]{10,8192}+\.[\w-]{10,8192}"),
+        re.compile(
+            r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{10,8192}+\.eyJ[A-Za-z0-9_-]{10,8192}+\.[\w-]{10,8192}"
+        ),
         ("eyJ",),
     ),
     _Rule(

@@ -79,6 +79,14 @@ def midstream_error_reply(
     return reply
 
 
+def truncated_stream_reply(text: str = "This answer stops short") -> ScriptedReply:
+    """For a streamed request: the stream ends after the first text, with no message_stop
+    (a connection closed early)."""
+    reply = text_reply(text)
+    reply.midstream_error = {"type": "ping"}  # sent instead of the rest of the message
+    return reply
+
+
 def error_reply(status: int, kind: str, message: str = "scripted failure") -> ScriptedReply:
     return ScriptedReply(status, {"type": "error", "error": {"type": kind, "message": message}})
 

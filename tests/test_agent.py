@@ -32,6 +32,7 @@ from tests.anthropic_server import (
     midstream_error_reply,
     text_reply,
     tool_reply,
+    truncated_stream_reply,
 )
 
 # -- tools ------------------------------------------------------------------------------------
@@ -386,6 +387,7 @@ def test_repair_pairs_leaves_valid_histories_alone_and_fixes_broken_ones() -> No
     rng = random.Random(11)
     for _ in range(100):
         history = random_history(rng, rng.randint(1, 8))
+        history.append({"role": "user", "content": [{"type": "text", "text": "next"}]})
         assert repair_pairs(history) == history
     call = {"type": "tool_use", "id": "c1", "name": "bash", "input": {}}
     broken = [
@@ -482,3 +484,92 @@ def test_an_error_in_the_middle_of_a_stream_is_retried(
     anthropic_server.script(*[midstream_error_reply()] * (loop.STREAM_RETRIES + 1))
     with pytest.raises(AgentFailed, match="answered 200: Overloaded"):
         agent.turn("again")
+
+
+def random_block(rng: random.Random, ids: list[str]) -> dict[str, Any]:
+    kind = rng.choice(["text", "blank", "tool_use", "tool_result"])
+    if kind == "text":
+        return {"type": "text", "text": rng.choice(["a", "b c"])}
+    if kind == "blank":
+        return {"type": "text", "text": rng.choice(["", " ", "\n\n"])}
+    if kind == "tool_use":
+        return {"type": "tool_use", "id": rng.choice(ids), "name": "bash", "input": {}}
+    return {"type": "tool_result", "tool_use_id": rng.choice(ids), "content": "out"}
+
+
+def test_repair_pairs_makes_any_message_list_a_valid_request() -> None:
+    rng = random.Random(5)
+    for _ in range(3_000):
+        ids = [f"t{i}" for i in range(rng.randint(1, 4))]
+        messages: list[dict[str, Any]] = []
+        for _ in range(rng.randint(0, 8)):
+            content: Any = [random_block(rng, ids) for _ in range(rng.randint(0, 4))]
+            if rng.random() < 0.15:
+                content = rng.choice(["", "plain text"])
+            messages.append({"role": rng.choice(["user", "assistant"]), "content": content})
+        repaired = repair_pairs(messages)
+        assert_valid_for_the_api(repaired)
+        assert repaired[-1]["role"] == "user"
+        for message, following in itertools.pairwise(repaired):
+            if message["role"] == "assistant" and isinstance(message["content"], list):
+                calls = {b["id"] for b in message["content"] if b["type"] == "tool_use"}
+                answers = {
+                    b.get("tool_use_id") for b in following["content"] if isinstance(b, dict)
+                }
+                assert calls <= answers
+        for message in repaired:
+            content = message["content"]
+            if isinstance(content, str):
+                assert content.strip()
+                continue
+            assert content and all(b["type"] != "text" or b["text"].strip() for b in content)
+            kinds = [b["type"] for b in content]
+            ids_here = [b.get("id") or b.get("tool_use_id") for b in content if b["type"] != "text"]
+            assert len(ids_here) == len(set(ids_here))
+            if message["role"] == "user":
+                assert "tool_use" not in kinds
+                assert kinds == sorted(kinds, key=lambda k: k != "tool_result")
+            else:
+                assert "tool_result" not in kinds
+
+
+def test_odd_file_names_and_blank_replies_do_not_break_the_session(
+    tmp_path: Path, client: Anthropic, anthropic_server: AnthropicServer
+) -> None:
+    agent = make_agent(tmp_path, client)
+    (agent.workspace.root / os.fsdecode(b"bad\xff.txt")).write_text("x")
+    anthropic_server.script(
+        tool_reply(("glob", {"pattern": "*"}), text="\n\n"), text_reply("found it")
+    )
+    assert agent.turn("list files").reply == "found it"
+    sent = anthropic_server.requests[1]["messages"]
+    assert_valid_for_the_api(sent)
+    assert all(b.get("text", "x").strip() for m in sent for b in m["content"])
+    assert "bad\ufffd.txt" in json.dumps(sent[-1], ensure_ascii=False)
+    # The transcript holds it, and a resumed session reads every message back.
+    messages, skipped = agent.session.load()
+    assert skipped == 0 and len(messages) == len(agent.history)
+
+
+def test_a_transcript_with_unicode_line_separators_resumes_whole(tmp_path: Path) -> None:
+    session = SessionFiles(tmp_path / "s")
+    history = [
+        {"role": "user", "content": "minified: a\u2028b"},
+        {"role": "assistant", "content": [{"type": "text", "text": "ok\x85"}]},
+    ]
+    for message in history:
+        session.append(message)
+    assert session.load() == (history, 0)
+
+
+def test_a_stream_that_ends_early_is_retried(
+    tmp_path: Path,
+    client: Anthropic,
+    anthropic_server: AnthropicServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(loop, "STREAM_RETRY_DELAY_S", 0.01)
+    agent = make_agent(tmp_path, client)
+    anthropic_server.script(truncated_stream_reply(), text_reply("the whole answer"))
+    assert agent.turn("hello").reply == "the whole answer"
+    assert len(anthropic_server.requests) == 2

@@ -283,3 +283,26 @@ def test_a_secret_used_as_a_name_is_not_logged(
     anthropic_server.script(text_reply(json.dumps([{**PREFERENCE, "name": key, "body": key}])))
     result = extract_memories(turn("hi", "hello"), store=store, client=client)
     assert len(result.dropped) == 1 and key not in result.dropped[0]
+
+
+def test_a_memory_changed_while_the_model_answers_is_not_overwritten(
+    store: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+) -> None:
+    import threading
+
+    from tests.anthropic_server import slow_reply
+
+    store.create(**PREFERENCE)
+    stale = {**PREFERENCE, "body": "Written from the old version."}
+    anthropic_server.script(slow_reply(1.0, json.dumps([stale])))
+
+    def edit_meanwhile() -> None:
+        with MemoryStore(store.path) as other:
+            other.update("user-indentation", body="Edited by the user meanwhile.")
+
+    editor = threading.Timer(0.3, edit_meanwhile)
+    editor.start()
+    result = extract_memories(turn("spaces", "ok"), store=store, client=client)
+    editor.join()
+    assert store.get("user-indentation").body == "Edited by the user meanwhile."
+    assert result.created == ["user-indentation-2"] and result.updated == []

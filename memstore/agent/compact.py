@@ -85,42 +85,84 @@ def _with_result(block: dict[str, Any], text: str) -> dict[str, Any]:
 
 
 def repair_pairs(messages: Sequence[Message]) -> list[Message]:
-    """The messages as the API accepts them, whatever an interruption or a failure left:
-    the first message is the user's; every tool call is answered in the next message, by a
-    result placed before any text; a result whose call is gone becomes text; no message is
-    empty. A history that is already valid comes back unchanged."""
+    """The messages as the API accepts them, whatever an interruption, a failure or a saved
+    transcript left: roles alternate, starting and ending with the user; every tool call is
+    answered in the next message, by a result placed before any text; a result whose call is
+    gone, or a block in the wrong role, becomes text; repeated ids are dropped; no message
+    or text block is empty. A history that is already valid comes back unchanged."""
+    merged = merge_same_roles([m for m in messages if m.get("role") in ("user", "assistant")])
     out: list[Message] = []
-    if messages and messages[0].get("role") != "user":
+    if not merged or merged[0]["role"] != "user":
         out.append({"role": "user", "content": "(the conversation continues)"})
-    for message in messages:
-        content = blocks(message)
-        if message.get("role") == "user":
-            previous = out[-1] if out and out[-1].get("role") == "assistant" else None
+    for message in merged:
+        content = [b for b in blocks(message) if not _blank(b)]
+        if message["role"] == "assistant":
+            content = _assistant_blocks(content)
+        else:
+            previous = out[-1] if out and out[-1]["role"] == "assistant" else None
             calls = tool_use_ids(previous) if previous is not None else set()
-            content = _answered(content, calls)
+            content = _answered(_as_text(content, "tool_use"), calls)
         if not content:
             content = [{"type": "text", "text": "(empty)"}]
         out.append(
             message if content == message.get("content") else {**message, "content": content}
         )
-    if out and out[-1].get("role") == "assistant" and tool_use_ids(out[-1]):
-        out.append({"role": "user", "content": _answered([], tool_use_ids(out[-1]))})
-    return merge_same_roles(out)
+    if out[-1]["role"] == "assistant":
+        calls = tool_use_ids(out[-1])
+        ending = _answered([], calls) if calls else [{"type": "text", "text": "(continue)"}]
+        out.append({"role": "user", "content": ending})
+    return out
+
+
+def _blank(block: dict[str, Any]) -> bool:
+    return block.get("type") == "text" and not str(block.get("text", "")).strip()
+
+
+def _assistant_blocks(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tool calls once per id; tool results (a user's block) as text."""
+    seen: set[str] = set()
+    kept = []
+    for block in _as_text(content, "tool_result"):
+        if block.get("type") == "tool_use":
+            if str(block.get("id")) in seen:
+                continue
+            seen.add(str(block.get("id")))
+        kept.append(block)
+    return kept
+
+
+def _as_text(content: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    """Blocks of `kind` (out of place in this role) turned into a line of text."""
+    return [
+        {"type": "text", "text": f"[{kind.replace('_', ' ')}: {_summary(b)}]"}
+        if b.get("type") == kind
+        else b
+        for b in content
+    ]
+
+
+def _summary(block: dict[str, Any]) -> str:
+    if block.get("type") == "tool_use":
+        return str(block.get("name", "?"))
+    return result_text(block)[:200] or "(empty)"
 
 
 def _answered(content: list[dict[str, Any]], calls: set[str]) -> list[dict[str, Any]]:
-    results = [
-        b for b in content if b.get("type") == "tool_result" and str(b.get("tool_use_id")) in calls
-    ]
-    answered = {str(b.get("tool_use_id")) for b in results}
+    results: list[dict[str, Any]] = []
+    answered: set[str] = set()
+    orphans = []
+    for block in content:
+        if block.get("type") != "tool_result":
+            continue
+        call = str(block.get("tool_use_id"))
+        if call in calls and call not in answered:
+            results.append(block)
+            answered.add(call)
+        elif call not in calls:
+            orphans.append({"type": "text", "text": f"[an earlier tool result: {_summary(block)}]"})
     missing = [
         {"type": "tool_result", "tool_use_id": call, "content": "no result", "is_error": True}
         for call in sorted(calls - answered)
-    ]
-    orphans = [
-        {"type": "text", "text": f"[an earlier tool result: {result_text(b)[:200]}]"}
-        for b in content
-        if b.get("type") == "tool_result" and b not in results
     ]
     others = [b for b in content if b.get("type") != "tool_result"]
     return results + missing + orphans + others

@@ -151,7 +151,7 @@ class SessionFiles:
             # End the partial line, so that what is appended next starts a line of its own.
             with self.transcript.open("a", encoding="utf-8") as handle:
                 handle.write("\n")
-        for line in text.splitlines():
+        for line in filter(None, text.split("\n")):
             try:
                 message = json.loads(line)
             except json.JSONDecodeError:
@@ -165,7 +165,8 @@ class SessionFiles:
 
     def append(self, message: Message) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        line = json.dumps(message, ensure_ascii=False, default=str) + "\n"
+        # ASCII JSON: one message is one line whatever it holds (U+2028, lone surrogates).
+        line = json.dumps(message, default=str) + "\n"
         with self.transcript.open("a", encoding="utf-8") as handle:
             handle.write(line)
             handle.flush()
@@ -244,9 +245,7 @@ class Agent:
                     transcript_path=self.session.compaction_transcript(),
                 )
                 continue
-            content = [_plain_block(block) for block in reply.content] or [
-                {"type": "text", "text": "(no answer)"}
-            ]
+            content = _plain_blocks(reply.content) or [{"type": "text", "text": "(no answer)"}]
             self._append({"role": "assistant", "content": content})
             outcome.reply = "".join(b.get("text", "") for b in content if b["type"] == "text")
             if not tool_use_ids({"content": content}):
@@ -386,6 +385,8 @@ class Agent:
                 retry = error.status_code == 200
             except anthropic.APIConnectionError as error:
                 failure, retry = f"cannot reach the model API: {error}", True
+            except BrokenStream as error:
+                failure, retry = str(error), True
             except anthropic.APIError as error:
                 failure, retry = f"the model call failed: {error}", False
             except Exception as error:
@@ -418,8 +419,12 @@ class Agent:
                         first = False
                     self.events.text(delta)
                 reply = stream.get_final_message()
+        except AssertionError:  # the SDK's own check: the stream ended before any message
+            raise BrokenStream("the answer's stream ended before it began") from None
         finally:
             self.events.waiting(False)
+        if reply.stop_reason is None:  # the connection closed before message_stop
+            raise BrokenStream("the answer's stream ended early")
         self.usage.add(reply.usage)
         return reply
 
@@ -493,6 +498,10 @@ CUT_OFF_RESULT = (
 UNFINISHED_TURN = "(This turn ended before I could answer.)"
 
 
+class BrokenStream(Exception):
+    """The streamed answer ended before its end: retried like a dropped connection."""
+
+
 class PromptTooLong(Exception):
     pass
 
@@ -557,6 +566,13 @@ def mark_cache_point(request: list[Message]) -> list[Message]:
         return request
     content = [*content[:-1], {**content[-1], "cache_control": {"type": "ephemeral"}}]
     return [*request[:-1], {**last, "content": content}]
+
+
+def _plain_blocks(content: Any) -> list[dict[str, Any]]:
+    """The reply's blocks as plain dicts, without blank text blocks (the API refuses text
+    blocks of only white space when they are sent back)."""
+    plain = [_plain_block(block) for block in content]
+    return [b for b in plain if b["type"] != "text" or b["text"].strip()]
 
 
 def _plain_block(block: Any) -> dict[str, Any]:

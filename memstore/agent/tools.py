@@ -139,14 +139,16 @@ class Workspace:
         except TypeError as error:  # missing or unexpected arguments
             return ToolResult(f"bad arguments for {name}: {error}", is_error=True)
         try:
-            return ToolResult(handler(**arguments))
+            return ToolResult(valid_text(handler(**arguments)))
         except ToolRefused as refusal:
-            return ToolResult(str(refusal), is_error=True)
+            return ToolResult(valid_text(str(refusal)), is_error=True)
         except OSError as error:
             where = f" ({error.filename})" if error.filename else ""
-            return ToolResult(f"{name} failed: {error.strerror or error}{where}", is_error=True)
+            text = f"{name} failed: {error.strerror or error}{where}"
+            return ToolResult(valid_text(text), is_error=True)
         except Exception as error:
-            return ToolResult(f"{name} failed: {type(error).__name__}: {error}", is_error=True)
+            text = f"{name} failed: {type(error).__name__}: {error}"
+            return ToolResult(valid_text(text), is_error=True)
 
     def path(self, given: Any) -> Path:
         """The workspace path for `given`, refusing anything that resolves outside it.
@@ -421,3 +423,13 @@ def cap(text: str, limit: int | None = None) -> str:
         return text
     half = limit // 2
     return f"{text[:half]}\n[… {len(text) - limit:,} characters cut …]\n{text[-half:]}"
+
+
+def valid_text(text: str) -> str:
+    """`text` as valid Unicode: a file name that is not UTF-8 reaches Python as lone
+    surrogates, which neither the transcript nor the API request can encode."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
