@@ -18,18 +18,24 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import itertools
 import math
 import os
+import re
 import signal
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 BASH_TIMEOUT_S = 120
 BASH_TIMEOUT_MAX_S = 600
+# A command that prints more than this is stopped: the output goes to a temporary file, and
+# `yes` would fill the disk (or the RAM, where /tmp is tmpfs) in a minute.
+BASH_OUTPUT_MAX_BYTES = 100_000_000
 OUTPUT_MAX_CHARS = 50_000
 READ_MAX_BYTES = 2_000_000
 GLOB_MAX_RESULTS = 500
@@ -51,7 +57,8 @@ TOOL_DEFINITIONS: list[dict[str, Any]] = [
         "description": (
             "Run a shell command in the workspace folder and return its output "
             f"(stdout and stderr, at most {OUTPUT_MAX_CHARS:,} characters). "
-            f"Commands time out after {BASH_TIMEOUT_S} s unless timeout is given."
+            f"Commands time out after {BASH_TIMEOUT_S} s unless timeout is given. Background "
+            "jobs (&) are stopped when the command ends."
         ),
         "input_schema": {
             "type": "object",
@@ -197,15 +204,15 @@ class Workspace:
                 start_new_session=True,  # so a timeout kills the whole process group
             )
             try:
-                process.wait(timeout=limit)
-            except subprocess.TimeoutExpired:
-                kill_group(process)
-                text = head_and_tail(output)
-                return f"{text}\n[timed out after {limit} s; the command was killed]"
+                stopped = wait_for(process, output, limit)
             except BaseException:  # Ctrl-C in the agent: leave nothing running
                 kill_group(process)
                 raise
+            # Background jobs still in the group would go on writing to a file nobody reads.
+            kill_group(process)
             text = head_and_tail(output)
+        if stopped:
+            return f"{text}\n[{stopped}; the command was killed]"
         if process.returncode:
             text += f"\n[exit code {process.returncode}]"
         return text or "(no output)"
@@ -304,27 +311,73 @@ class Workspace:
             raise ToolRefused("pattern must not contain NUL")
         if Path(pattern).is_absolute() or ".." in Path(pattern).parts:
             raise ToolRefused(f"refused: {pattern!r} reaches outside the workspace")
+        parts = PurePosixPath(pattern).parts
+        if any("**" in part and part != "**" for part in parts):
+            raise ToolRefused(
+                f"invalid glob pattern {pattern!r}: '**' can only be a whole path component"
+            )
+        matcher = glob_regex(pattern)
+        # The literal folders the pattern starts with are where the walk starts.
+        literal = list(itertools.takewhile(lambda p: not _WILDCARD.search(p), parts[:-1]))
+        start = self.path("/".join(literal)) if literal else self.root
         found: list[str] = []
-        try:
-            # Walked lazily, and only until GLOB_MAX_RESULTS files are found: sorting every
-            # match first could take forever (links back to the root multiply them).
-            for match in self.root.glob(pattern):
-                try:
-                    inside = match.resolve().is_relative_to(self.root) and match.is_file()
-                except (OSError, RuntimeError):  # a symlink loop, say
+        # os.walk does not follow symlinked folders (Path.glob's ** does, out of the
+        # workspace), skips unreadable ones, and stops at GLOB_MAX_RESULTS matches.
+        for folder, subfolders, files in os.walk(start):
+            subfolders.sort()
+            for name in sorted(files):
+                path = Path(folder, name)
+                relative = path.relative_to(self.root).as_posix()
+                if not matcher.fullmatch(relative):
                     continue
-                if inside:
-                    found.append(str(match.relative_to(self.root)))
-                    if len(found) == GLOB_MAX_RESULTS:
-                        break
-        except ValueError as error:
-            raise ToolRefused(f"invalid glob pattern {pattern!r}: {error}") from None
+                with contextlib.suppress(OSError, RuntimeError):  # a broken link, a loop
+                    if path.resolve().is_relative_to(self.root) and path.is_file():
+                        found.append(valid_text(relative))
+                if len(found) == GLOB_MAX_RESULTS:
+                    break
+            if len(found) == GLOB_MAX_RESULTS:
+                break
         if not found:
             return "no files match"
         text = "\n".join(sorted(found))
         if len(found) == GLOB_MAX_RESULTS:
             text += f"\n[stopped after {GLOB_MAX_RESULTS} matches; narrow the pattern]"
         return text
+
+
+_WILDCARD = re.compile(r"[*?\[]")
+
+
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """A glob pattern as a regular expression over workspace-relative paths: `**/` is any
+    number of folders, `*` and `?` stay within one name, `[...]` is a character class."""
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif pattern[i] == "[" and "]" in pattern[i + 2 :]:
+            end = pattern.index("]", i + 2)
+            body = pattern[i + 1 : end].replace("\\", "\\\\")
+            out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
+            i = end + 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    try:
+        return re.compile("".join(out))
+    except re.error as error:
+        raise ToolRefused(f"invalid glob pattern {pattern!r}: {error}") from None
 
 
 def whole_number(value: Any, name: str, *, minimum: int) -> int:
@@ -346,6 +399,23 @@ def whole_number(value: Any, name: str, *, minimum: int) -> int:
     if number < minimum:
         raise ToolRefused(f"{name} must be at least {max(minimum, 1)}, got {number}")
     return number
+
+
+def wait_for(process: subprocess.Popen[bytes], output: Any, limit: float) -> str:
+    """Wait for bash to exit; why it had to be stopped ("" when it exited by itself)."""
+    deadline = time.monotonic() + limit
+    while True:
+        try:
+            process.wait(timeout=0.2)
+            return ""
+        except subprocess.TimeoutExpired:
+            pass
+        if os.fstat(output.fileno()).st_size > BASH_OUTPUT_MAX_BYTES:
+            kill_group(process)
+            return f"it printed more than {BASH_OUTPUT_MAX_BYTES // 1_000_000} MB"
+        if time.monotonic() > deadline:
+            kill_group(process)
+            return f"timed out after {limit:g} s"
 
 
 def kill_group(process: subprocess.Popen[bytes]) -> None:
