@@ -10,6 +10,9 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from memstore.errors import MemstoreError
@@ -19,6 +22,47 @@ if TYPE_CHECKING:
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
 DEFAULT_SMALL_MODEL = "claude-haiku-4-5"
+
+
+@dataclass
+class Usage:
+    """Tokens of model calls, as the API reported them."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    calls: int = 0
+
+    def merge(self, other: Usage) -> None:
+        for name in _USAGE_FIELDS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def add(self, usage: Any) -> None:
+        self.calls += 1
+        for name in _USAGE_FIELDS[:-1]:
+            setattr(self, name, getattr(self, name) + (getattr(usage, name, 0) or 0))
+
+
+_USAGE_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_creation_input_tokens",
+    "cache_read_input_tokens",
+    "calls",
+)
+# Where ask_text reports the usage of its calls (see metered).
+_meters: list[Usage] = []
+
+
+@contextmanager
+def metered(usage: Usage) -> Iterator[Usage]:
+    """Add the tokens of every ask_text call made inside the block to `usage`."""
+    _meters.append(usage)
+    try:
+        yield usage
+    finally:
+        _meters.remove(usage)
 
 
 class ModelUnavailable(MemstoreError):
@@ -88,6 +132,8 @@ def ask_text(
         ) from None
     except anthropic.AnthropicError as error:
         raise ModelUnavailable(f"model call failed: {error}") from None
+    for meter in _meters:
+        meter.add(getattr(reply, "usage", None))
     texts = [block.text for block in reply.content if getattr(block, "type", None) == "text"]
     if not texts:
         raise ModelUnavailable("the model's reply has no text")

@@ -346,6 +346,9 @@ def test_memory_is_recalled_injected_and_learnt(
     assert os.path.getsize(tmp_path / "work" / ".memory" / "MEMORY.md") > 0
     # The extraction request saw the final reply.
     assert "Sure." in anthropic_server.requests[-1]["messages"][0]["content"]
+    # Usage: the agent's call, and the two memory calls (selection, extraction).
+    assert (agent.usage.calls, agent.side_usage.calls) == (1, 2)
+    assert (agent.side_usage.input_tokens, agent.side_usage.output_tokens) == (20, 10)
 
 
 def test_a_task_runs_in_a_sub_agent_with_a_fresh_context(

@@ -262,3 +262,21 @@ def test_a_session_can_be_resumed_after_a_crash(
     missing = memctl("chat", "--session", "19990101", input="", env=env)
     assert missing.returncode == 1 and "no saved session '19990101'" in missing.stderr
     assert anthropic_server.replies == []  # every scripted answer was asked for
+
+
+def test_cost_shows_the_sessions_tokens_and_cache_use(
+    memctl: MemctlRunner, anthropic_server: AnthropicServer
+) -> None:
+    anthropic_server.script(
+        text_reply(
+            "Hello.", input_tokens=1200, output_tokens=30, cache_read=900, cache_creation=300
+        ),
+        text_reply("[]", input_tokens=400, output_tokens=2),
+    )
+    done = memctl("chat", input="hi\n/cost\n", env=model_env(anthropic_server))
+    assert done.returncode == 0, done.stderr
+    assert (
+        "agent: 1 model calls · input 1,200 · output 30 · cache reads 900 · cache writes 300"
+        in done.stdout
+    )
+    assert "memory and summaries: 1 model calls · input 400 · output 2" in done.stdout

@@ -365,12 +365,12 @@ def _show_recall(agent: Agent, events: TerminalEvents) -> None:
 
 
 def _show_cost(agent: Agent, events: TerminalEvents) -> None:
-    usage = agent.usage
-    events.line(
-        f"{usage.calls} model calls · input {usage.input_tokens:,} · output "
-        f"{usage.output_tokens:,} · cache reads {usage.cache_read_input_tokens:,} · "
-        f"cache writes {usage.cache_creation_input_tokens:,} tokens"
-    )
+    for label, usage in (("agent", agent.usage), ("memory and summaries", agent.side_usage)):
+        events.line(
+            f"{label}: {usage.calls} model calls · input {usage.input_tokens:,} · output "
+            f"{usage.output_tokens:,} · cache reads {usage.cache_read_input_tokens:,} · "
+            f"cache writes {usage.cache_creation_input_tokens:,} tokens"
+        )
 
 
 def _export(store: MemoryStore, export_dir: Path) -> None:

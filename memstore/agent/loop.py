@@ -42,7 +42,7 @@ from memstore.agent.compact import (
 from memstore.agent.memory import AgentMemory, TurnLearning, TurnRecall
 from memstore.agent.tools import TOOL_DEFINITIONS, ToolResult, Workspace
 from memstore.errors import MemstoreError
-from memstore.llm import ModelUnavailable, ask_text, error_message
+from memstore.llm import ModelUnavailable, Usage, ask_text, error_message, metered
 
 if TYPE_CHECKING:
     from anthropic import Anthropic
@@ -95,32 +95,6 @@ class SilentEvents:
 
     def notice(self, message: str) -> None:
         pass
-
-
-@dataclass
-class Usage:
-    """Tokens of this session's main model calls, as the API reported them."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_input_tokens: int = 0
-    cache_read_input_tokens: int = 0
-    calls: int = 0
-
-    def merge(self, other: Usage) -> None:
-        for name in ("input_tokens", "output_tokens", "cache_creation_input_tokens",
-                     "cache_read_input_tokens", "calls"):  # fmt: skip
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-
-    def add(self, usage: Any) -> None:
-        self.calls += 1
-        for name in (
-            "input_tokens",
-            "output_tokens",
-            "cache_creation_input_tokens",
-            "cache_read_input_tokens",
-        ):
-            setattr(self, name, getattr(self, name) + (getattr(usage, name, 0) or 0))
 
 
 @dataclass
@@ -205,7 +179,10 @@ class Agent:
         self.compaction = compaction or CompactionSettings()
         self.history: list[Message] = []
         self.messages: list[Message] = []
-        self.usage = Usage()
+        self.usage = Usage()  # the agent's own (streamed) calls
+        # Everything else asked of a model for this session: selection, extraction,
+        # consolidation and summaries.
+        self.side_usage = Usage()
         self.last_recall: TurnRecall | None = None
         # Sub-agents get the same tools but `task`: one level of delegation only.
         self.tools = cached_tools(with_task=can_delegate)
@@ -215,6 +192,10 @@ class Agent:
 
     def turn(self, text: str) -> TurnOutcome:
         """Answer one user message, running tools as the model asks."""
+        with metered(self.side_usage):
+            return self._turn(text)
+
+    def _turn(self, text: str) -> TurnOutcome:
         turn_block = {"type": "text", "text": text}
         self._close_previous_turn()
         self._append({"role": "user", "content": [turn_block]})
@@ -487,6 +468,7 @@ class Agent:
             return ToolResult(f"the sub-agent failed: {error}", is_error=True)
         finally:
             self.usage.merge(sub_agent.usage)
+            self.side_usage.merge(sub_agent.side_usage)
         return ToolResult(outcome.reply or "(the sub-agent gave no answer)")
 
 
