@@ -21,8 +21,8 @@ from memstore.llm import ModelUnavailable, ask_text, json_from_reply, small_mode
 from memstore.models import MemoryRecord, MemorySummary
 from memstore.proposal import ProposedMemory, proposed_memory
 from memstore.recall import keyword_recall, memory_catalog, message_text
-from memstore.store import MemoryStore, WriteTransaction
-from memstore.validation import NAME_PATTERN, with_suffix
+from memstore.store import MemoryStore
+from memstore.validation import NAME_PATTERN
 
 if TYPE_CHECKING:
     from anthropic import Anthropic
@@ -134,7 +134,7 @@ def extract_memories(
             if existing is not None and updatable.get(existing.name) != seen:
                 # The model never saw this memory's text, or not as it is now: replacing it
                 # could lose what it says. A twin is safe; consolidation merges the two.
-                name = free_name(tx, item.name)
+                name = tx.free_name(item.name)
                 log.warning("extraction: %r was not shown as it is; saved as %r", item.name, name)
                 existing, item = None, replace(item, name=name)
             if existing is None:
@@ -274,13 +274,6 @@ def shown_in_full(
             break
         shown.append(memory)
     return shown
-
-
-def free_name(tx: WriteTransaction, name: str) -> str:
-    number = 2
-    while tx.find(with_suffix(name, number)) is not None:
-        number += 1
-    return with_suffix(name, number)
 
 
 def extraction_prompt(

@@ -40,7 +40,13 @@ from memstore.search import (
     query_terms,
     ranked_matches,
 )
-from memstore.validation import check_body, check_description, check_name, check_type
+from memstore.validation import (
+    check_body,
+    check_description,
+    check_name,
+    check_type,
+    with_suffix,
+)
 
 _LIVE = memory_table.c.deleted_at.is_(None)
 
@@ -118,6 +124,14 @@ class WriteTransaction:
         if memory is None:
             raise MemoryNotFound(name)
         return memory
+
+    def free_name(self, name: str) -> str:
+        """`name` if no live memory has it, else the first free `name-2`, `name-3`, ..."""
+        number, candidate = 1, name
+        while candidate in self._live_names():
+            number += 1
+            candidate = with_suffix(name, number)
+        return candidate
 
     def live_memories(self) -> list[MemoryRecord]:
         rows = self.connection.execute(

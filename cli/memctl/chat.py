@@ -329,7 +329,7 @@ def remember(store: MemoryStore, text: str) -> str:
     """Save TEXT as a memory, refusing secrets; its name comes from its first words."""
     from memstore.errors import InvalidMemory
     from memstore.secrets import find_secrets
-    from memstore.validation import name_from_text, with_suffix
+    from memstore.validation import name_from_text
 
     kind = "user"
     head, colon, rest = text.partition(":")
@@ -343,10 +343,7 @@ def remember(store: MemoryStore, text: str) -> str:
     first_line = text.splitlines()[0]
     base = name_from_text(" ".join(first_line.split()[:6]))
     with store.transaction(actor="chat") as tx:
-        name, number = base, 1
-        while tx.find(name) is not None:
-            number += 1
-            name = with_suffix(base, number)
+        name = tx.free_name(base)
         tx.create(name, kind, first_line[:150], text)
     return name
 

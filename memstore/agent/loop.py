@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from memstore.agent.compact import (
+    SUMMARY_PROMPT,
     CompactionSettings,
     Message,
     blocks,
@@ -333,8 +334,6 @@ class Agent:
         self.messages = messages
 
     def _summarize(self, text: str) -> str:
-        from memstore.agent.compact import SUMMARY_PROMPT
-
         try:
             return ask_text(
                 self.client,

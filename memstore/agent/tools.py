@@ -332,7 +332,7 @@ class Workspace:
                     continue
                 with contextlib.suppress(OSError, RuntimeError):  # a broken link, a loop
                     if path.resolve().is_relative_to(self.root) and path.is_file():
-                        found.append(valid_text(relative))
+                        found.append(relative)  # run() makes it valid text
                 if len(found) == GLOB_MAX_RESULTS:
                     break
             if len(found) == GLOB_MAX_RESULTS:
