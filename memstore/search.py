@@ -128,3 +128,12 @@ def _tokenize_words(words: list[str]) -> None:
         connection.execute("ROLLBACK")  # the table stays empty
     for row, word in enumerate(words, start=1):
         _stems[word] = tuple(found.get(row, ()))
+
+
+def token_sequence(text: str) -> list[str]:
+    """The index's tokens of `text` in order, repeats kept (index_tokens is the set)."""
+    words = [w.lower() for w in _TOKEN.findall(segment(text))]
+    unseen = list({w for w in words if w not in _stems})
+    if unseen:
+        _tokenize_words(unseen)
+    return [token for w in words for token in _stems.get(w, ())]

@@ -1,4 +1,5 @@
-"""A non-editable install (a built wheel) carries its migrations and creates a database."""
+"""A non-editable install (a built wheel) carries its migrations and its word lists, creates a
+database and recalls from it."""
 
 from __future__ import annotations
 
@@ -12,11 +13,14 @@ ROOT = Path(__file__).parent.parent
 PROBE = """
 import sys, memstore
 from memstore import MemoryStore
+from memstore.recall import keyword_recall
 from memctl.app import app
 assert memstore.__file__.startswith(sys.argv[1]), memstore.__file__
 with MemoryStore(sys.argv[2]) as store:
-    store.create("from-the-wheel", "project", "created by an installed wheel", "body")
+    store.create("from-the-wheel", "project", "Deployment checklist", "Run the smoke tests")
     print(len(store.memories()))
+    # 部署 is found through the glossary shipped in the wheel.
+    print([hit.memory.name for hit in keyword_recall(store, "怎么部署？")])
 """
 
 
@@ -45,6 +49,8 @@ def test_wheel_ships_migrations_and_migrates_a_new_database(tmp_path: Path) -> N
     assert "memstore/migrations/script.py.mako" in names
     assert any(n.startswith("memstore/migrations/versions/0001") for n in names)
     assert "memctl/app.py" in names
+    assert "memstore/data/glossary_zh_en.tsv" in names
+    assert "memstore/data/synonyms_en.txt" in names
     site = tmp_path / "site"
     subprocess.run(
         [
@@ -69,4 +75,4 @@ def test_wheel_ships_migrations_and_migrates_a_new_database(tmp_path: Path) -> N
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "1"
+    assert done.stdout.splitlines() == ["1", "['from-the-wheel']"]

@@ -1,0 +1,105 @@
+"""Words that mean the same: a Chinese-English glossary of software terms and English
+synonym groups, used by keyword recall to find a memory written in other words.
+
+A user who asks in Chinese about a memory written in English (控制台 / console), or who says
+"repo" where the memory says "repository", shares no token with it. Recall looks up each
+word and phrase of the text here and also searches for its equivalents.
+
+The lists are data files in memstore/data/, written from general knowledge of the domain,
+not from any evaluation set:
+- glossary_zh_en.tsv: `中文<TAB>english; english ...`, used both ways.
+- synonyms_en.txt: `word, word, ...`, each group interchangeable.
+
+Everything is compared as index tokens (porter stems, Han bigrams), so "deploying" finds the
+entry for "deploy", and 安全组 is found inside 安全组规则.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from importlib import resources
+
+from memstore.search import segment, token_sequence
+
+# An entry's equivalents are searched as extra terms; a long list would flood the query.
+MAX_ALTERNATIVES = 6
+
+
+@dataclass(frozen=True)
+class Equivalent:
+    """A phrase as the user may write it (searched as an FTS5 phrase) and its tokens."""
+
+    text: str
+    tokens: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Expansion:
+    """A word or phrase of the text, as index tokens, and what else means the same."""
+
+    source: tuple[str, ...]
+    equivalents: tuple[Equivalent, ...]
+
+
+@dataclass(frozen=True)
+class Lexicon:
+    # Index tokens of a phrase -> its equivalents; keyed by first token, longest first.
+    by_first_token: dict[str, list[tuple[tuple[str, ...], tuple[Equivalent, ...]]]]
+
+    def expansions(self, text: str) -> list[Expansion]:
+        """The lexicon's phrases found in `text`, longest first at each position, without
+        overlapping, each once."""
+        tokens = token_sequence(text)
+        found: list[Expansion] = []
+        seen: set[tuple[str, ...]] = set()
+        i = 0
+        while i < len(tokens):
+            for phrase, equivalents in self.by_first_token.get(tokens[i], ()):
+                if tuple(tokens[i : i + len(phrase)]) == phrase:
+                    if phrase not in seen:
+                        seen.add(phrase)
+                        found.append(Expansion(phrase, equivalents))
+                    i += len(phrase)
+                    break
+            else:
+                i += 1
+        return found
+
+
+def _data_lines(name: str) -> list[str]:
+    text = resources.files("memstore").joinpath("data", name).read_text(encoding="utf-8")
+    return [line.strip() for line in text.splitlines() if line.strip() and line[0] != "#"]
+
+
+def _equivalent(phrase: str) -> Equivalent:
+    # Han words are searched as the index holds them: overlapping bigrams.
+    return Equivalent(segment(phrase).strip(), tuple(token_sequence(phrase)))
+
+
+@functools.cache
+def lexicon() -> Lexicon:
+    """The glossary and the synonym groups, loaded once (a few milliseconds)."""
+    groups: list[list[str]] = []
+    for line in _data_lines("glossary_zh_en.tsv"):
+        chinese, _, english = line.partition("\t")
+        groups.append([chinese.strip(), *(e.strip() for e in english.split(";"))])
+    for line in _data_lines("synonyms_en.txt"):
+        groups.append([word.strip() for word in line.split(",")])
+    equivalents: dict[tuple[str, ...], dict[tuple[str, ...], Equivalent]] = {}
+    for group in groups:
+        members = [_equivalent(phrase) for phrase in group if phrase]
+        for member in members:
+            if not member.tokens:
+                continue
+            others = equivalents.setdefault(member.tokens, {})
+            for other in members:
+                if other.tokens and other.tokens != member.tokens:
+                    others.setdefault(other.tokens, other)
+    by_first_token: dict[str, list[tuple[tuple[str, ...], tuple[Equivalent, ...]]]] = {}
+    for phrase, others in equivalents.items():
+        entry = (phrase, tuple(others.values())[:MAX_ALTERNATIVES])
+        by_first_token.setdefault(phrase[0], []).append(entry)
+    for entries in by_first_token.values():
+        entries.sort(key=lambda entry: len(entry[0]), reverse=True)
+    return Lexicon(by_first_token)

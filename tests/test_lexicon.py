@@ -1,0 +1,120 @@
+"""The lexicon: recall finds a memory written in other words (the other language, a synonym),
+and still prefers the memory in the user's own words."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+import pytest
+
+from memstore.lexicon import lexicon
+from memstore.recall import keyword_recall
+from memstore.search import token_sequence
+from memstore.store import MemoryStore
+
+
+def names(store: MemoryStore, text: str) -> list[str]:
+    return [hit.memory.name for hit in keyword_recall(store, text)]
+
+
+def test_a_chinese_question_finds_an_english_memory(store: MemoryStore) -> None:
+    with store.transaction() as tx:
+        tx.create(
+            "feedback-no-console-changes",
+            "feedback",
+            "Never change cloud settings by hand in the console",
+            "Every change goes through Terraform, or the next plan reverts it.",
+        )
+        tx.create("project-fonts", "project", "Fonts are bundled", "We ship Inter and Noto.")
+    # Not one token in common with the memory: only the glossary connects them.
+    assert names(store, "我刚才在控制台里手动改了安全组") == ["feedback-no-console-changes"]
+
+
+def test_an_english_question_finds_a_chinese_memory(store: MemoryStore) -> None:
+    with store.transaction() as tx:
+        tx.create(
+            "orderhub-release",
+            "project",
+            "订单中心的部署流程",
+            "先在预发环境验证，再发布到生产环境。",
+        )
+        tx.create("project-fonts", "project", "Fonts are bundled", "We ship Inter and Noto.")
+    assert names(store, "how do we deploy to the staging environment?") == ["orderhub-release"]
+
+
+def test_a_synonym_finds_the_memory(store: MemoryStore) -> None:
+    with store.transaction() as tx:
+        tx.create("anna-necklace", "user", "Anna's grandmother gave her a necklace", "In May.")
+        tx.create("anna-bike", "user", "Anna bought a bike", "A red one.")
+        tx.create("anna-trip", "user", "Anna went to Sweden", "With her sister.")
+    assert names(store, "What did Anna get from her grandma?")[0] == "anna-necklace"
+
+
+def test_the_users_own_words_rank_above_an_equivalent(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with store.transaction() as tx:
+        tx.create("repo-backup", "project", "The repo backup runs nightly", "To the NAS.")
+        tx.create(
+            "repository-backup", "project", "The repository backup runs nightly", "To the NAS."
+        )
+        tx.create("fonts", "project", "Fonts are bundled", "Inter and Noto.")
+        tx.create("ports", "project", "The API listens on 8080", "And 8443 for TLS.")
+
+    def scores() -> dict[str, float]:
+        return {h.memory.name: h.score for h in keyword_recall(store, "is the repo backed up?")}
+
+    discounted = scores()
+    assert list(discounted) == ["repo-backup", "repository-backup"]
+    monkeypatch.setattr("memstore.recall.EQUIVALENT_WEIGHT", 1.0)
+    in_full = scores()
+    # The equivalent's share of the score is what the weight discounts.
+    own = discounted["repo-backup"]
+    assert in_full["repo-backup"] == pytest.approx(own)
+    assert discounted["repository-backup"] < own < in_full["repository-backup"] * 1.01
+
+
+def test_an_equivalent_does_not_lift_a_memory_over_the_floor_by_itself(
+    store: MemoryStore,
+) -> None:
+    # One term of four in common, through an equivalent, in the body: below the floor, as
+    # it would be in the user's own words.
+    store.create("notes", "project", "Assorted notes", "The repository moved.")
+    assert names(store, "repo tonight quickly somewhere") == []
+
+
+def test_the_longest_phrase_is_taken_and_each_once() -> None:
+    found = lexicon().expansions("单元测试写好了，测试也跑了，再跑一次单元测试")
+    sources = ["".join(_han(e.source)) for e in found]
+    assert sources[:2] == ["单元测试", "测试"]
+    assert len(sources) == len(set(sources))
+    english = lexicon().expansions("open a pull request for the deploying change")
+    assert tuple(token_sequence("pull request")) in [e.source for e in english]
+    assert tuple(token_sequence("deploy")) in [e.source for e in english]
+
+
+def _han(bigrams: tuple[str, ...]) -> list[str]:
+    # Bigrams back to the word: 单元 元测 测试 -> 单元测试.
+    return [bigrams[0]] + [b[1] for b in bigrams[1:]]
+
+
+@pytest.mark.parametrize("name", ["glossary_zh_en.tsv", "synonyms_en.txt"])
+def test_the_word_lists_are_well_formed(name: str) -> None:
+    text = resources.files("memstore").joinpath("data", name).read_text(encoding="utf-8")
+    lines = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    assert len(lines) > 300
+    keys = set()
+    for line in lines:
+        if name.endswith(".tsv"):
+            chinese, english = line.split("\t")
+            assert re.fullmatch("[\u4e00-\u9fff]{2,6}", chinese), line
+            phrases = english.split("; ")
+            assert chinese not in keys, line
+            keys.add(chinese)
+        else:
+            phrases = line.split(", ")
+            assert len(phrases) >= 2, line
+        for phrase in phrases:
+            assert re.fullmatch(r"[a-z0-9][a-z0-9 \-]*", phrase), line
+            assert token_sequence(phrase), line  # every phrase is something the index holds
