@@ -23,7 +23,7 @@ from importlib import resources
 from memstore.search import segment, token_sequence
 
 # An entry's equivalents are searched as extra terms; a long list would flood the query.
-MAX_ALTERNATIVES = 6
+MAX_ALTERNATIVES = 4
 
 
 @dataclass(frozen=True)
