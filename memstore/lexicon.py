@@ -28,38 +28,39 @@ MAX_ALTERNATIVES = 4
 
 @dataclass(frozen=True)
 class Equivalent:
-    """A phrase as the user may write it (searched as an FTS5 phrase) and its tokens."""
+    """A phrase as the word lists write it, as FTS5 should search it (Han text as bigrams),
+    and its index tokens."""
 
     text: str
+    query: str
     tokens: tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class Expansion:
-    """A word or phrase of the text, as index tokens, and what else means the same."""
+    """A word or phrase of the text, and what else means the same."""
 
-    source: tuple[str, ...]
+    source: Equivalent
     equivalents: tuple[Equivalent, ...]
 
 
 @dataclass(frozen=True)
 class Lexicon:
-    # Index tokens of a phrase -> its equivalents; keyed by first token, longest first.
-    by_first_token: dict[str, list[tuple[tuple[str, ...], tuple[Equivalent, ...]]]]
+    # The phrases and their equivalents, by the phrase's first token, longest first.
+    by_first_token: dict[str, list[Expansion]]
 
     def expansions(self, text: str) -> list[Expansion]:
         """The lexicon's phrases found in `text`, longest first at each position, without
         overlapping, each once."""
         tokens = token_sequence(text)
         found: list[Expansion] = []
-        seen: set[tuple[str, ...]] = set()
         i = 0
         while i < len(tokens):
-            for phrase, equivalents in self.by_first_token.get(tokens[i], ()):
+            for entry in self.by_first_token.get(tokens[i], ()):
+                phrase = entry.source.tokens
                 if tuple(tokens[i : i + len(phrase)]) == phrase:
-                    if phrase not in seen:
-                        seen.add(phrase)
-                        found.append(Expansion(phrase, equivalents))
+                    if entry not in found:
+                        found.append(entry)
                     i += len(phrase)
                     break
             else:
@@ -74,7 +75,7 @@ def _data_lines(name: str) -> list[str]:
 
 def _equivalent(phrase: str) -> Equivalent:
     # Han words are searched as the index holds them: overlapping bigrams.
-    return Equivalent(segment(phrase).strip(), tuple(token_sequence(phrase)))
+    return Equivalent(phrase, segment(phrase).strip(), tuple(token_sequence(phrase)))
 
 
 @functools.cache
@@ -86,20 +87,22 @@ def lexicon() -> Lexicon:
         groups.append([chinese.strip(), *(e.strip() for e in english.split(";"))])
     for line in _data_lines("synonyms_en.txt"):
         groups.append([word.strip() for word in line.split(",")])
+    sources: dict[tuple[str, ...], Equivalent] = {}
     equivalents: dict[tuple[str, ...], dict[tuple[str, ...], Equivalent]] = {}
     for group in groups:
         members = [_equivalent(phrase) for phrase in group if phrase]
         for member in members:
             if not member.tokens:
                 continue
+            sources.setdefault(member.tokens, member)
             others = equivalents.setdefault(member.tokens, {})
             for other in members:
                 if other.tokens and other.tokens != member.tokens:
                     others.setdefault(other.tokens, other)
-    by_first_token: dict[str, list[tuple[tuple[str, ...], tuple[Equivalent, ...]]]] = {}
+    by_first_token: dict[str, list[Expansion]] = {}
     for phrase, others in equivalents.items():
-        entry = (phrase, tuple(others.values())[:MAX_ALTERNATIVES])
+        entry = Expansion(sources[phrase], tuple(others.values())[:MAX_ALTERNATIVES])
         by_first_token.setdefault(phrase[0], []).append(entry)
     for entries in by_first_token.values():
-        entries.sort(key=lambda entry: len(entry[0]), reverse=True)
+        entries.sort(key=lambda entry: len(entry.source.tokens), reverse=True)
     return Lexicon(by_first_token)

@@ -159,15 +159,22 @@ COORDINATION = 0.5
 class _Term:
     """A term of the text as the index sees it: its tokens (more than one for a word such
     as snake_case or a Han word), the tokens of each equivalent the lexicon knows, or the
-    prefix of a `word*` term. A memory has the term when it has any of them."""
+    prefix of a `word*` term. A memory has the term when it has any of them. `words` say
+    each alternative as text, to show why a memory was recalled."""
 
     alternatives: tuple[frozenset[str], ...]
+    words: tuple[str, ...]
     prefix: str | None = None
 
-    def found_in(self, tokens: frozenset[str]) -> bool:
+    def found_in(self, tokens: frozenset[str]) -> str | None:
+        """How the memory (its `tokens`) has this term, as a word; None when it has not."""
         if self.prefix is not None:
-            return any(token.startswith(self.prefix) for token in tokens)
-        return any(alternative <= tokens for alternative in self.alternatives)
+            found = any(token.startswith(self.prefix) for token in tokens)
+            return self.prefix + "*" if found else None
+        for alternative, word in zip(self.alternatives, self.words, strict=True):
+            if alternative <= tokens:
+                return word
+        return None
 
 
 def _index_terms(terms: list[str]) -> list[_Term]:
@@ -176,11 +183,15 @@ def _index_terms(terms: list[str]) -> list[_Term]:
     for term in terms:
         word = term.strip('"*').replace('""', '"')
         if term.endswith("*"):
-            candidate = _Term((), word.lower())
+            candidate = _Term((), (), word.lower())
         else:
             tokens = frozenset(index_tokens(word))
-            candidate = _Term((tokens,) if tokens else ())
-        if (candidate.alternatives or candidate.prefix) and candidate not in found:
+            candidate = _Term((tokens,), (word,)) if tokens else _Term((), ())
+        known = any(
+            (candidate.alternatives, candidate.prefix) == (other.alternatives, other.prefix)
+            for other in found
+        )
+        if (candidate.alternatives or candidate.prefix) and not known:
             found.append(candidate)
     return found
 
@@ -205,14 +216,16 @@ def _with_equivalents(text: str, wanted: list[_Term]) -> tuple[list[_Term], list
     phrases: list[str] = []
     # From the end: the newest message's words keep their equivalents when there are many.
     for expansion in reversed(lexicon().expansions(text)):
-        source = frozenset(expansion.source)
+        source = frozenset(expansion.source.tokens)
         if not source & kept_tokens:  # only stopwords: never a term
             continue
         alternatives = [source] + [frozenset(e.tokens) for e in expansion.equivalents]
+        said = expansion.source.text
+        words = [said] + [f"{e.text} (for {said})" for e in expansion.equivalents]
         wanted = [t for t in wanted if not (t.alternatives and t.alternatives[0] <= source)]
-        wanted.append(_Term(tuple(alternatives)))
+        wanted.append(_Term(tuple(alternatives), tuple(words)))
         for equivalent in expansion.equivalents:
-            phrase = '"' + equivalent.text.replace('"', '""') + '"'
+            phrase = '"' + equivalent.query.replace('"', '""') + '"'
             if phrase not in phrases:
                 phrases.append(phrase)
     return wanted, phrases[:MAX_EQUIVALENT_PHRASES]
@@ -247,18 +260,18 @@ def keyword_recall(store: MemoryStore, text: str, limit: int = 5) -> list[Search
     for hit in hits:
         in_name = index_tokens(hit.memory.name)
         tokens = in_name | index_tokens(hit.memory.description) | index_tokens(hit.memory.body)
-        shared = sum(1 for term in wanted if term.found_in(tokens))
+        matched = tuple(word for term in wanted if (word := term.found_in(tokens)))
         named = any(term.found_in(in_name) for term in wanted)
-        score = hit.score * (shared / len(wanted)) ** COORDINATION
-        rescored.append((score, shared, named, hit.memory))
+        score = hit.score * (len(matched) / len(wanted)) ** COORDINATION
+        rescored.append((score, matched, named, hit.memory))
     if not rescored:
         return []
     rescored.sort(key=lambda row: row[0], reverse=True)  # stable: bm25 order breaks ties
-    _, shared, named, _ = rescored[0]
+    _, matched, named, _ = rescored[0]
     required = MIN_SHARED_TERMS if len(wanted) > MIN_SHARED_TERMS else 1
-    if shared < required and not named:
+    if len(matched) < required and not named:
         return []
-    return [SearchHit(memory, score) for score, _, _, memory in rescored[:limit]]
+    return [SearchHit(memory, score, matched) for score, matched, _, memory in rescored[:limit]]
 
 
 MEMORY_MAX_BYTES = 4_096
@@ -284,6 +297,8 @@ class Recall:
     scores: dict[str, float] = field(default_factory=dict)
     # Why the keyword path was taken, or why nothing was recalled.
     reason: str = ""
+    # Keyword path: the words of the text each memory has.
+    matched: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def recall(
@@ -319,7 +334,11 @@ def recall(
         log.warning("recall: model selection failed (%s); using keyword recall", reason)
     hits = keyword_recall(store, text, max_items)
     return Recall(
-        [h.memory.name for h in hits], "keyword", {h.memory.name: h.score for h in hits}, reason
+        [h.memory.name for h in hits],
+        "keyword",
+        {h.memory.name: h.score for h in hits},
+        reason,
+        {h.memory.name: h.matched for h in hits},
     )
 
 

@@ -60,6 +60,9 @@ class SearchHit:
     memory: MemoryRecord
     # bm25 relevance, higher is better.
     score: float
+    # Keyword recall: the words of the text the memory has (an equivalent says which word
+    # it stands for).
+    matched: tuple[str, ...] = ()
 
 
 class PendingEvent(NamedTuple):

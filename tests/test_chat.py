@@ -280,3 +280,30 @@ def test_cost_shows_the_sessions_tokens_and_cache_use(
         in done.stdout
     )
     assert "memory and summaries: 1 model calls · input 400 · output 2" in done.stdout
+
+
+def test_recall_command_says_why_the_keyword_path_chose_each_memory(
+    memctl: MemctlRunner, anthropic_server: AnthropicServer
+) -> None:
+    added = memctl(
+        "add",
+        "project-deploy",
+        "-t",
+        "project",
+        "-d",
+        "Deploys use the release workflow",
+        "-b",
+        "x",
+    )
+    assert added.returncode == 0, added.stderr
+    anthropic_server.script(
+        text_reply("I cannot choose."),  # selection: not an array, so keyword recall
+        text_reply("Tag a release."),
+        text_reply("[]"),  # extraction: nothing to learn
+    )
+    done = memctl(
+        "chat", input="how do I deploy?\n/recall\n/exit\n", env=model_env(anthropic_server)
+    )
+    assert done.returncode == 0, done.stderr
+    assert "keyword recall (unusable model reply" in done.stdout
+    assert "  project-deploy  score " in done.stdout and "matched: deploy" in done.stdout

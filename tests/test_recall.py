@@ -239,6 +239,11 @@ def test_memctl_recall_offline_and_through_the_model(
     assert result["path"] == "keyword"
     assert [m["name"] for m in result["memories"]] == ["project-deploy"]
     assert result["memories"][0]["score"] > 0
+    assert result["memories"][0]["matched"] == ["deploy"]
+    # The table says which words each memory has, and which word an equivalent stands for.
+    table = memctl("recall", "我们怎么部署？", "--offline")
+    assert table.stdout.splitlines()[0].split() == ["NAME", "SCORE", "MATCHED", "DESCRIPTION"]
+    assert "deploy (for 部署)" in table.stdout.splitlines()[1]
     anthropic_server.script(text_reply("[1]"))
     env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": anthropic_server.url}
     online = memctl("recall", "indentation?", "--json", env=env)
@@ -246,7 +251,12 @@ def test_memctl_recall_offline_and_through_the_model(
         "path": "model",
         "reason": "",
         "memories": [
-            {"name": "user-tabs", "score": None, "description": "Four spaces, never tabs"}
+            {
+                "name": "user-tabs",
+                "score": None,
+                "matched": [],
+                "description": "Four spaces, never tabs",
+            }
         ],
     }
     anthropic_server.script(error_reply(529, "overloaded_error", "Overloaded"))

@@ -265,6 +265,7 @@ def recall_command(
                     {
                         "name": n,
                         "score": result.scores.get(n),
+                        "matched": list(result.matched.get(n, ())),
                         "description": m.description if m else "",
                     }
                     for n, m in memories.items()
@@ -275,17 +276,16 @@ def recall_command(
     why = f" ({result.reason})" if result.reason else ""
     _err(f"{result.path} recall{why}: {len(result.names)} memories")
     if result.names:
-        print_table(
-            ["NAME", "SCORE", "DESCRIPTION"],
-            [
-                (
-                    n,
-                    f"{result.scores[n]:.2f}" if n in result.scores else "",
-                    m.description if m else "",
-                )
-                for n, m in memories.items()
-            ],
-        )
+        headers = ["NAME", "SCORE", "DESCRIPTION"]
+        rows = [
+            [n, f"{result.scores[n]:.2f}" if n in result.scores else "", m.description if m else ""]
+            for n, m in memories.items()
+        ]
+        if result.matched:  # the keyword path says which words each memory has
+            headers.insert(2, "MATCHED")
+            for row, name in zip(rows, memories, strict=True):
+                row.insert(2, ", ".join(result.matched.get(name, ())))
+        print_table(headers, rows)
 
 
 @app.command()

@@ -358,7 +358,12 @@ def _show_recall(agent: Agent, events: TerminalEvents) -> None:
     events.line(f"{result.path} recall{why}: {len(result.names)} memories")
     for name in result.names:
         score = result.scores.get(name)
-        events.line(f"  {name}" + (f"  score {score:.2f}" if score is not None else ""))
+        matched = ", ".join(result.matched.get(name, ()))
+        events.line(
+            f"  {name}"
+            + (f"  score {score:.2f}" if score is not None else "")
+            + (f"  matched: {matched}" if matched else "")
+        )
 
 
 def _show_cost(agent: Agent, events: TerminalEvents) -> None:
