@@ -87,6 +87,8 @@ def lexicon() -> Lexicon:
         groups.append([chinese.strip(), *(e.strip() for e in english.split(";"))])
     for line in _data_lines("synonyms_en.txt"):
         groups.append([word.strip() for word in line.split(",")])
+    # Stem every word in one pass of the tokenizer (one per phrase took 0.3 s).
+    token_sequence(" ".join(phrase for group in groups for phrase in group))
     sources: dict[tuple[str, ...], Equivalent] = {}
     equivalents: dict[tuple[str, ...], dict[tuple[str, ...], Equivalent]] = {}
     for group in groups:

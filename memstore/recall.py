@@ -206,6 +206,9 @@ def _index_terms(terms: list[str]) -> list[_Term]:
 # memories p50 2.7 -> 4.7 ms with 24 phrases, 3.2 ms with 12 (same scores on both sets).
 MAX_EQUIVALENT_PHRASES = 12
 EQUIVALENT_WEIGHT = 0.25
+# A memory found through an equivalent keeps its score for the user's own words when it is
+# among this many by them (ids and scores only, so a wide pool costs next to nothing).
+OWN_WORDS_POOL = 50
 
 
 def _with_equivalents(text: str, wanted: list[_Term]) -> tuple[list[_Term], list[str]]:
@@ -220,9 +223,12 @@ def _with_equivalents(text: str, wanted: list[_Term]) -> tuple[list[_Term], list
         if not source & kept_tokens:  # only stopwords: never a term
             continue
         alternatives = [source] + [frozenset(e.tokens) for e in expansion.equivalents]
-        said = expansion.source.text
+        covered = [t for t in wanted if t.alternatives and t.alternatives[0] <= source]
+        # Shown as the user wrote it ("naming", not the list's "name"); a Han word, whose
+        # terms are its bigrams, as the list writes it.
+        said = covered[0].words[0] if len(covered) == 1 else expansion.source.text
         words = [said] + [f"{e.text} (for {said})" for e in expansion.equivalents]
-        wanted = [t for t in wanted if not (t.alternatives and t.alternatives[0] <= source)]
+        wanted = [t for t in wanted if t not in covered]
         wanted.append(_Term(tuple(alternatives), tuple(words)))
         for equivalent in expansion.equivalents:
             phrase = '"' + equivalent.query.replace('"', '""') + '"'
@@ -242,20 +248,12 @@ def keyword_recall(store: MemoryStore, text: str, limit: int = 5) -> list[Search
     wanted, equivalents = _with_equivalents(text, wanted)
     phrases = number_phrases(text) * NUMBER_PHRASE_WEIGHT
     candidates = max(limit, RERANK_CANDIDATES)
-    scores: dict[int, float] = {}
-    memories: dict[int, MemoryRecord] = {}
-    for hit in store.rank(terms + phrases, candidates):
-        scores[hit.memory.id] = hit.score
-        memories[hit.memory.id] = hit.memory
-    if equivalents:
-        for hit in store.rank(equivalents, candidates):
-            scores[hit.memory.id] = scores.get(hit.memory.id, 0.0) + EQUIVALENT_WEIGHT * hit.score
-            memories[hit.memory.id] = hit.memory
-    hits = sorted(
-        (SearchHit(memories[i], score) for i, score in scores.items()),
-        key=lambda hit: hit.score,
-        reverse=True,
-    )[:candidates]
+    own = store.rank_ids(terms + phrases, max(candidates, OWN_WORDS_POOL))
+    found = store.rank_ids(equivalents, candidates) if equivalents else {}
+    combined = {i: own.get(i, 0.0) + EQUIVALENT_WEIGHT * found.get(i, 0.0) for i in own | found}
+    best = sorted(combined, key=lambda i: (-combined[i], i))[:candidates]
+    records = store.by_ids(best)
+    hits = [SearchHit(records[i], combined[i]) for i in best if i in records]
     rescored = []
     for hit in hits:
         in_name = index_tokens(hit.memory.name)

@@ -55,6 +55,19 @@ def ranked_matches(
     ).fetchall()
 
 
+def ranked_ids(connection: sqlite3.Connection, expression: str, limit: int) -> dict[int, float]:
+    """The bm25 score (higher is better) of the best `limit` memories matching `expression`,
+    by id: no join, for recall to combine several queries before it loads any memory.
+    The index holds live memories only."""
+    weights = ", ".join(str(w) for w in BM25_WEIGHTS)
+    rows = connection.execute(
+        f"SELECT rowid, bm25(memory_fts, {weights}) AS score FROM memory_fts"
+        " WHERE memory_fts MATCH ? ORDER BY score LIMIT ?",
+        (expression, limit),
+    )
+    return {rowid: -score for rowid, score in rows}
+
+
 # -- recall: segmentation and query terms --------------------------------------------------
 
 # Han characters (CJK unified ideographs, extensions A-B and compatibility ideographs).

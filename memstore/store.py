@@ -38,6 +38,7 @@ from memstore.models import (
 from memstore.search import (
     match_expression,
     query_terms,
+    ranked_ids,
     ranked_matches,
 )
 from memstore.validation import (
@@ -53,6 +54,13 @@ _LIVE = memory_table.c.deleted_at.is_(None)
 
 def _record(row: RowMapping) -> MemoryRecord:
     return MemoryRecord(**row)
+
+
+def _raw_record(columns: list[str], values: Sequence[Any]) -> MemoryRecord:
+    """A memory from a row of the DBAPI connection (`extra` still JSON text)."""
+    fields = dict(zip(columns, values, strict=True))
+    fields["extra"] = json.loads(fields["extra"])
+    return MemoryRecord(**fields)
 
 
 @dataclass(frozen=True)
@@ -609,16 +617,31 @@ class MemoryStore:
             rows = ranked_matches(connection, columns, expression, limit)
             if not rows and fallback is not None and fallback != expression:
                 rows = ranked_matches(connection, columns, fallback, limit)
-        hits = []
-        for *values, score in rows:
-            fields = dict(zip(columns, values, strict=True))
-            fields["extra"] = json.loads(fields["extra"])
-            hits.append(SearchHit(MemoryRecord(**fields), -float(score)))
-        return hits
+        return [SearchHit(_raw_record(columns, values), -float(score)) for *values, score in rows]
 
     def rank(self, terms: list[str], limit: int) -> list[SearchHit]:
         """Live memories matching any of the quoted FTS5 `terms`, best first (bm25)."""
         return self._ranked(match_expression(terms, any_term=True), None, limit)
+
+    def rank_ids(self, terms: list[str], limit: int) -> dict[int, float]:
+        """The bm25 score of the best `limit` live memories matching any of `terms`, by id."""
+        with self._sqlite() as connection:
+            return ranked_ids(connection, match_expression(terms, any_term=True), limit)
+
+    def by_ids(self, ids: Sequence[int]) -> dict[int, MemoryRecord]:
+        """The live memories of these ids (one query)."""
+        if not ids:
+            return {}
+        columns = list(memory_table.c.keys())
+        marks = ", ".join("?" for _ in ids)
+        with self._sqlite() as connection:
+            rows = connection.execute(
+                f"SELECT {', '.join(columns)} FROM memory"
+                f" WHERE deleted_at IS NULL AND id IN ({marks})",
+                tuple(ids),
+            ).fetchall()
+        records = [_raw_record(columns, values) for values in rows]
+        return {record.id: record for record in records}
 
     @contextmanager
     def _sqlite(self) -> Iterator[sqlite3.Connection]:
