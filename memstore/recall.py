@@ -206,9 +206,6 @@ def _index_terms(terms: list[str]) -> list[_Term]:
 # memories p50 2.7 -> 4.7 ms with 24 phrases, 3.2 ms with 12 (same scores on both sets).
 MAX_EQUIVALENT_PHRASES = 12
 EQUIVALENT_WEIGHT = 0.25
-# A memory found through an equivalent keeps its score for the user's own words when it is
-# among this many by them (ids and scores only, so a wide pool costs next to nothing).
-OWN_WORDS_POOL = 50
 
 
 def _with_equivalents(text: str, wanted: list[_Term]) -> tuple[list[_Term], list[str]]:
@@ -248,7 +245,8 @@ def keyword_recall(store: MemoryStore, text: str, limit: int = 5) -> list[Search
     wanted, equivalents = _with_equivalents(text, wanted)
     phrases = number_phrases(text) * NUMBER_PHRASE_WEIGHT
     candidates = max(limit, RERANK_CANDIDATES)
-    own = store.rank_ids(terms + phrases, max(candidates, OWN_WORDS_POOL))
+    # Ids and scores first: the memories are loaded once, for the best candidates only.
+    own = store.rank_ids(terms + phrases, candidates)
     found = store.rank_ids(equivalents, candidates) if equivalents else {}
     combined = {i: own.get(i, 0.0) + EQUIVALENT_WEIGHT * found.get(i, 0.0) for i in own | found}
     best = sorted(combined, key=lambda i: (-combined[i], i))[:candidates]
