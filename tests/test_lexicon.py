@@ -114,3 +114,19 @@ def test_the_word_lists_are_well_formed(name: str) -> None:
         for phrase in phrases:
             assert re.fullmatch(r"[a-z0-9][a-z0-9 \-]*", phrase), line
             assert token_sequence(phrase), line  # every phrase is something the index holds
+
+
+def test_two_words_of_the_text_that_mean_the_same_count_once(store: MemoryStore) -> None:
+    store.create("l10n-files", "project", "UI strings live in ARB files", "Run gen-l10n.")
+    # difference, String/str, Rust: one of three in common is below the floor, though the
+    # memory has the word "String" and the equivalent of "str".
+    assert names(store, "what's the difference between String and str in Rust?") == []
+
+
+def test_a_phrase_counts_as_the_words_it_is_made_of(store: MemoryStore) -> None:
+    store.create("user-habits", "user", "Write the failing test first", "Then the code.")
+    # "test first" is one term of the lexicon but two of the text's five words: enough to
+    # clear the floor, as the two words would be.
+    assert names(store, "test first for the new parser module") == ["user-habits"]
+    [hit] = keyword_recall(store, "test first for the new parser module")
+    assert hit.matched == ("test first",)
