@@ -17,6 +17,7 @@ entry for "deploy", and 安全组 is found inside 安全组规则.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 
@@ -52,20 +53,25 @@ class Lexicon:
     def expansions(self, text: str) -> list[Expansion]:
         """The lexicon's phrases found in `text`, longest first at each position, without
         overlapping, each once."""
-        tokens = token_sequence(text)
         found: list[Expansion] = []
+        for entry in self._matches(token_sequence(text)):
+            if entry not in found:
+                found.append(entry)
+        return found
+
+    def _matches(self, tokens: list[str]) -> Iterator[Expansion]:
+        """The lexicon's phrases in `tokens`: the longest at each position, without
+        overlapping."""
         i = 0
         while i < len(tokens):
             for entry in self.by_first_token.get(tokens[i], ()):
                 phrase = entry.source.tokens
                 if tuple(tokens[i : i + len(phrase)]) == phrase:
-                    if entry not in found:
-                        found.append(entry)
+                    yield entry
                     i += len(phrase)
                     break
             else:
                 i += 1
-        return found
 
 
 def _data_lines(name: str) -> list[str]:
@@ -85,8 +91,10 @@ def lexicon() -> Lexicon:
     for line in _data_lines("glossary_zh_en.tsv"):
         chinese, _, english = line.partition("\t")
         groups.append([chinese.strip(), *(e.strip() for e in english.split(";"))])
+    glossary_lines = len(groups)
     for line in _data_lines("synonyms_en.txt"):
         groups.append([word.strip() for word in line.split(",")])
+    groups += _chinese_synonyms(groups[:glossary_lines])
     # Stem every word in one pass of the tokenizer (one per phrase took 0.3 s).
     token_sequence(" ".join(phrase for group in groups for phrase in group))
     sources: dict[tuple[str, ...], Equivalent] = {}
@@ -108,3 +116,15 @@ def lexicon() -> Lexicon:
     for entries in by_first_token.values():
         entries.sort(key=lambda entry: len(entry.source.tokens), reverse=True)
     return Lexicon(by_first_token)
+
+
+def _chinese_synonyms(glossary: list[list[str]]) -> list[list[str]]:
+    """Chinese words of the glossary whose usual English is the same (单测 and 单元测试 are both
+    "unit test"), as groups: a question in one finds a memory in the other. Only the first,
+    most common rendering links them; the others are often looser (发布 is also "publish").
+    Measured on recall_dev: zh MRR .782 -> .806, recall unchanged."""
+    by_english: dict[str, list[str]] = {}
+    for chinese, *english in glossary:
+        if english:
+            by_english.setdefault(english[0], []).append(chinese)
+    return [words for words in by_english.values() if len(words) > 1]
