@@ -19,15 +19,13 @@ MAX_TERMS = 32
 _WORD = re.compile(r"(\w+)(\*?)")
 
 
-def query_terms(text: str) -> list[str]:
-    """Quoted FTS5 terms for each distinct word of `text`, in order (at most MAX_TERMS)."""
-    terms: list[str] = []
-    for match in _WORD.finditer(segment(text)):
-        word, star = match.groups()
-        term = '"' + word.lower().replace('"', '""') + '"' + star
-        if term not in terms:
-            terms.append(term)
-    return terms[:MAX_TERMS]
+def query_terms(text: str, limit: int | None = MAX_TERMS) -> list[str]:
+    """Quoted FTS5 terms for each distinct word of `text`, in order (the first `limit`)."""
+    terms = dict.fromkeys(
+        '"' + word.lower().replace('"', '""') + '"' + star
+        for word, star in _WORD.findall(segment(text))
+    )
+    return list(terms)[:limit]
 
 
 def match_expression(terms: list[str], *, any_term: bool = False) -> str:
@@ -112,15 +110,29 @@ def index_tokens(text: str) -> frozenset[str]:
     Cached, and so is each word: recall compares a turn with its candidate memories on
     every model call, and they are mostly the same memories, with words seen before.
     """
-    words = {w.lower() for w in _TOKEN.findall(segment(text))}
-    unseen = [w for w in words if w not in _stems]
+    stems = _word_tokens({w.lower() for w in _TOKEN.findall(segment(text))})
+    return frozenset(token for tokens in stems.values() for token in tokens)
+
+
+def _word_tokens(words: set[str]) -> dict[str, tuple[str, ...]]:
+    """The tokens of each word: from the cache, or from the tokenizer (and then cached).
+    Built from the answer, not read back from the cache, which may be cleared meanwhile
+    (when full, or by another thread)."""
+    found = {}
+    unseen = []
+    for word in words:
+        cached = _stems.get(word)
+        if cached is None:
+            unseen.append(word)
+        else:
+            found[word] = cached
     if unseen:
-        _tokenize_words(unseen)
-    return frozenset(token for w in words for token in _stems.get(w, ()))
+        found.update(_tokenize_words(unseen))
+    return found
 
 
-def _tokenize_words(words: list[str]) -> None:
-    """Cache the tokens of each word, from a private in-memory FTS5 table of this thread."""
+def _tokenize_words(words: list[str]) -> dict[str, tuple[str, ...]]:
+    """The tokens of each word, from a private in-memory FTS5 table of this thread; cached."""
     connection: sqlite3.Connection | None = getattr(_scratch, "connection", None)
     if connection is None:
         connection = sqlite3.connect(":memory:", isolation_level=None)
@@ -139,14 +151,13 @@ def _tokenize_words(words: list[str]) -> None:
             found.setdefault(row, []).append(token)
     finally:
         connection.execute("ROLLBACK")  # the table stays empty
-    for row, word in enumerate(words, start=1):
-        _stems[word] = tuple(found.get(row, ()))
+    tokens = {word: tuple(found.get(row, ())) for row, word in enumerate(words, start=1)}
+    _stems.update(tokens)
+    return tokens
 
 
 def token_sequence(text: str) -> list[str]:
     """The index's tokens of `text` in order, repeats kept (index_tokens is the set)."""
     words = [w.lower() for w in _TOKEN.findall(segment(text))]
-    unseen = list({w for w in words if w not in _stems})
-    if unseen:
-        _tokenize_words(unseen)
-    return [token for w in words for token in _stems.get(w, ())]
+    stems = _word_tokens(set(words))
+    return [token for w in words for token in stems[w]]

@@ -124,3 +124,17 @@ def test_index_tokens_are_the_tokens_of_the_index(store: MemoryStore) -> None:
     assert TOKENIZE in schema  # the same tokenizer as the index
     assert index_tokens(text) == indexed
     assert {"deploi", "cafe", "snake", "case", "部署", "署流", "流程"} <= indexed
+
+
+def test_word_tokens_survive_the_cache_being_cleared(monkeypatch: pytest.MonkeyPatch) -> None:
+    import memstore.search as search
+
+    text = "how do we deploy to staging quickly"
+    expected = search.token_sequence(text)
+    assert len(expected) == 7
+    # A cache that fills up is cleared before the unseen words are added: the words seen
+    # before must not come back empty.
+    monkeypatch.setattr(search, "STEM_CACHE_MAX", 8)
+    search.token_sequence("alpha beta gamma delta epsilon")
+    assert search.token_sequence(text + " zeta") == [*expected, "zeta"]
+    assert search.index_tokens(text + " eta") == frozenset([*expected, "eta"])
