@@ -7,7 +7,8 @@ word and phrase of the text here and also searches for its equivalents.
 
 The lists are data files in memstore/data/, written from general knowledge of the domain,
 not from any evaluation set:
-- glossary_zh_en.tsv: `中文<TAB>english; english ...`, used both ways.
+- glossary_zh_en.tsv: `中文<TAB>english; english ...`, used both ways; Chinese words with
+  the same usual English are equivalents of each other too.
 - synonyms_en.txt: `word, word, ...`, each group interchangeable.
 
 Everything is compared as index tokens (porter stems, Han bigrams), so "deploying" finds the
@@ -16,7 +17,7 @@ entry for "deploy", and 安全组 is found inside 安全组规则.
 
 from __future__ import annotations
 
-import functools
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
@@ -53,11 +54,9 @@ class Lexicon:
     def expansions(self, text: str) -> list[Expansion]:
         """The lexicon's phrases found in `text`, longest first at each position, without
         overlapping, each once."""
-        found: list[Expansion] = []
-        for entry in self._matches(token_sequence(text)):
-            if entry not in found:
-                found.append(entry)
-        return found
+        # By identity: the lexicon's entries are unique, and comparing them is slow.
+        found = {id(entry): entry for entry in self._matches(token_sequence(text))}
+        return list(found.values())
 
     def _matches(self, tokens: list[str]) -> Iterator[Expansion]:
         """The lexicon's phrases in `tokens`: the longest at each position, without
@@ -84,35 +83,52 @@ def _equivalent(phrase: str) -> Equivalent:
     return Equivalent(phrase, segment(phrase).strip(), tuple(token_sequence(phrase)))
 
 
-@functools.cache
+_loaded: Lexicon | None = None
+_loading = threading.Lock()
+
+
 def lexicon() -> Lexicon:
-    """The glossary and the synonym groups, loaded once (a few milliseconds)."""
-    groups: list[list[str]] = []
+    """The glossary and the synonym groups, built once per process (about 0.15 s)."""
+    global _loaded
+    if _loaded is None:
+        with _loading:  # threads that ask together wait for one build
+            if _loaded is None:
+                _loaded = _build()
+    return _loaded
+
+
+def _build() -> Lexicon:
+    glossary: list[list[str]] = []
     for line in _data_lines("glossary_zh_en.tsv"):
         chinese, _, english = line.partition("\t")
-        groups.append([chinese.strip(), *(e.strip() for e in english.split(";"))])
-    glossary_lines = len(groups)
-    for line in _data_lines("synonyms_en.txt"):
-        groups.append([word.strip() for word in line.split(",")])
-    groups += _chinese_synonyms(groups[:glossary_lines])
+        glossary.append([chinese.strip(), *(e.strip() for e in english.split(";"))])
+    synonyms = [
+        [word.strip() for word in line.split(",")] for line in _data_lines("synonyms_en.txt")
+    ]
+    # Which phrase is an equivalent of which. A glossary row links its Chinese word with each
+    # of its English words, both ways, but not the English words with each other: they are
+    # the word's several senses (打印 is "print" and "log"; print is no synonym of log).
+    links: list[tuple[str, str]] = []
+    for word, *senses in glossary:
+        links += [(word, sense) for sense in senses] + [(sense, word) for sense in senses]
+    for group in synonyms + _chinese_synonyms(glossary):
+        links += [(a, b) for a in group for b in group if a != b]
     # Stem every word in one pass of the tokenizer (one per phrase took 0.3 s).
-    token_sequence(" ".join(phrase for group in groups for phrase in group))
-    sources: dict[tuple[str, ...], Equivalent] = {}
+    token_sequence(" ".join(phrase for link in links for phrase in link))
+    parsed = {phrase: _equivalent(phrase) for link in links for phrase in link}
     equivalents: dict[tuple[str, ...], dict[tuple[str, ...], Equivalent]] = {}
-    for group in groups:
-        members = [_equivalent(phrase) for phrase in group if phrase]
-        for member in members:
-            if not member.tokens:
-                continue
-            sources.setdefault(member.tokens, member)
-            others = equivalents.setdefault(member.tokens, {})
-            for other in members:
-                if other.tokens and other.tokens != member.tokens:
-                    others.setdefault(other.tokens, other)
+    sources: dict[tuple[str, ...], Equivalent] = {}
+    for a, b in links:
+        source, other = parsed[a], parsed[b]
+        if not source.tokens or not other.tokens or source.tokens == other.tokens:
+            continue
+        sources.setdefault(source.tokens, source)
+        equivalents.setdefault(source.tokens, {}).setdefault(other.tokens, other)
     by_first_token: dict[str, list[Expansion]] = {}
-    for phrase, others in equivalents.items():
-        entry = Expansion(sources[phrase], tuple(others.values())[:MAX_ALTERNATIVES])
-        by_first_token.setdefault(phrase[0], []).append(entry)
+    for phrase, found in equivalents.items():
+        if found:
+            entry = Expansion(sources[phrase], tuple(found.values())[:MAX_ALTERNATIVES])
+            by_first_token.setdefault(phrase[0], []).append(entry)
     for entries in by_first_token.values():
         entries.sort(key=lambda entry: len(entry.source.tokens), reverse=True)
     return Lexicon(by_first_token)
