@@ -113,9 +113,10 @@ def _build() -> Lexicon:
         links += [(word, sense) for sense in senses] + [(sense, word) for sense in senses]
     for group in synonyms + _chinese_synonyms(glossary):
         links += [(a, b) for a in group for b in group if a != b]
+    phrases = {phrase for link in links for phrase in link}
     # Stem every word in one pass of the tokenizer (one per phrase took 0.3 s).
-    token_sequence(" ".join(phrase for link in links for phrase in link))
-    parsed = {phrase: _equivalent(phrase) for link in links for phrase in link}
+    token_sequence(" ".join(phrases))
+    parsed = {phrase: _equivalent(phrase) for phrase in phrases}
     equivalents: dict[tuple[str, ...], dict[tuple[str, ...], Equivalent]] = {}
     sources: dict[tuple[str, ...], Equivalent] = {}
     for a, b in links:
