@@ -21,11 +21,13 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any
 
 from memstore.search import segment, token_sequence
 
 # An entry's equivalents are searched as extra terms; a long list would flood the query.
 MAX_ALTERNATIVES = 4
+MAX_SAME_LANGUAGE = 3
 
 
 @dataclass(frozen=True)
@@ -53,9 +55,12 @@ class Lexicon:
 
     def expansions(self, text: str) -> list[Expansion]:
         """The lexicon's phrases found in `text`, longest first at each position, without
-        overlapping, each once."""
+        overlapping, each once, in the order they were said last."""
         # By identity: the lexicon's entries are unique, and comparing them is slow.
-        found = {id(entry): entry for entry in self._matches(token_sequence(text))}
+        found: dict[int, Expansion] = {}
+        for entry in self._matches(token_sequence(text)):
+            found.pop(id(entry), None)
+            found[id(entry)] = entry
         return list(found.values())
 
     def _matches(self, tokens: list[str]) -> Iterator[Expansion]:
@@ -105,34 +110,92 @@ def _build() -> Lexicon:
     synonyms = [
         [word.strip() for word in line.split(",")] for line in _data_lines("synonyms_en.txt")
     ]
-    # Which phrase is an equivalent of which. A glossary row links its Chinese word with each
-    # of its English words, both ways, but not the English words with each other: they are
-    # the word's several senses (打印 is "print" and "log"; print is no synonym of log).
-    links: list[tuple[str, str]] = []
-    for word, *senses in glossary:
-        links += [(word, sense) for sense in senses] + [(sense, word) for sense in senses]
-    for group in synonyms + _chinese_synonyms(glossary):
-        links += [(a, b) for a in group for b in group if a != b]
-    phrases = {phrase for link in links for phrase in link}
+    # Which phrase is an equivalent of which, and in which group (a glossary row, a synonym
+    # group). A glossary row links its Chinese word with each of its English words, both
+    # ways, but not the English words with each other: they are the word's several senses
+    # (打印 is "print" and "log"; print is no synonym of log).
+    links: list[tuple[str, str, int]] = []
+    for group, (word, *senses) in enumerate(glossary):
+        links += [(word, sense, group) for sense in senses]
+        links += [(sense, word, group) for sense in senses]
+    for group, members in enumerate(synonyms + _chinese_synonyms(glossary), len(glossary)):
+        links += [(a, b, group) for a in members for b in members if a != b]
+    phrases = {phrase for a, b, _ in links for phrase in (a, b)}
     # Stem every word in one pass of the tokenizer (one per phrase took 0.3 s).
     token_sequence(" ".join(phrases))
     parsed = {phrase: _equivalent(phrase) for phrase in phrases}
     equivalents: dict[tuple[str, ...], dict[tuple[str, ...], Equivalent]] = {}
     sources: dict[tuple[str, ...], Equivalent] = {}
-    for a, b in links:
+    groups_of: dict[tuple[str, ...], dict[str, set[int]]] = {}
+    for a, b, group in links:
         source, other = parsed[a], parsed[b]
         if not source.tokens or not other.tokens or source.tokens == other.tokens:
             continue
         sources.setdefault(source.tokens, source)
         equivalents.setdefault(source.tokens, {}).setdefault(other.tokens, other)
+        groups_of.setdefault(source.tokens, {}).setdefault(source.text, set()).add(group)
     by_first_token: dict[str, list[Expansion]] = {}
     for phrase, found in equivalents.items():
-        if found:
-            entry = Expansion(sources[phrase], tuple(found.values())[:MAX_ALTERNATIVES])
-            by_first_token.setdefault(phrase[0], []).append(entry)
+        texts = groups_of[phrase]
+        if _ambiguous(texts):
+            continue
+        entry = Expansion(sources[phrase], _first_of_each_language(sources[phrase], found))
+        by_first_token.setdefault(phrase[0], []).append(entry)
     for entries in by_first_token.values():
         entries.sort(key=lambda entry: len(entry.source.tokens), reverse=True)
     return Lexicon(by_first_token)
+
+
+def _ambiguous(groups_by_text: dict[str, set[int]]) -> bool:
+    """Whether different words of the lists that stem alike belong to unrelated groups:
+    "general" and "generics" are one stem, and the text cannot tell which is meant, so
+    neither is looked up. Inflections (commit, commits; stage, staging) are one word."""
+    classes: list[tuple[list[str], set[int]]] = []
+    for text, groups in groups_by_text.items():
+        same = [c for c in classes if any(_inflected(text, other) for other in c[0])]
+        merged = ([text], set(groups))
+        for words, more in same:
+            merged[0].extend(words)
+            merged[1].update(more)
+            classes.remove((words, more))
+        classes.append(merged)
+    return any(not a[1] & b[1] for i, a in enumerate(classes) for b in classes[i + 1 :])
+
+
+def _inflected(a: str, b: str) -> bool:
+    """Whether two phrases differ only in the inflection of their words: tests, testing
+    and test; stage and staging; worry and worried; kid and kids."""
+    words_a, words_b = a.replace("-", " ").split(), b.replace("-", " ").split()
+    return len(words_a) == len(words_b) and all(
+        _bases(x) & _bases(y) for x, y in zip(words_a, words_b, strict=True)
+    )
+
+
+def _bases(word: str) -> set[str]:
+    """What a word may be an inflection of: itself, and itself without -s, -es, -ies,
+    -ed, -ied, -ing, -e, -y or -d (with a doubled consonant undoubled: running, run)."""
+    bases = {word}
+    for suffix in ("ies", "ied", "ing", "es", "ed", "s", "e", "y", "d"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 2:
+            base = word[: -len(suffix)]
+            bases.add(base)
+            if len(base) > 2 and base[-1] == base[-2]:
+                bases.add(base[:-1])
+    return bases
+
+
+def _first_of_each_language(
+    source: Equivalent, found: dict[Any, Equivalent]
+) -> tuple[Equivalent, ...]:
+    """At most MAX_ALTERNATIVES equivalents, at most MAX_SAME_LANGUAGE of them in the
+    source's language, so that a word with many synonyms keeps its translation."""
+
+    def is_han(equivalent: Equivalent) -> bool:
+        return any("\u3400" <= c <= "\u9fff" or "\uf900" <= c <= "\ufaff" for c in equivalent.text)
+
+    same = [e for e in found.values() if is_han(e) == is_han(source)][:MAX_SAME_LANGUAGE]
+    other = [e for e in found.values() if is_han(e) != is_han(source)]
+    return tuple(same + other)[:MAX_ALTERNATIVES]
 
 
 def _chinese_synonyms(glossary: list[list[str]]) -> list[list[str]]:

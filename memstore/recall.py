@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from memstore.lexicon import lexicon
 from memstore.llm import ModelUnavailable, ask_text, small_model_name
 from memstore.models import MemoryRecord, MemorySummary
-from memstore.search import MAX_TERMS, index_tokens, query_terms
+from memstore.search import MAX_TERMS, index_tokens, term_occurrences, token_sequence
 from memstore.store import MemoryStore, SearchHit
 
 if TYPE_CHECKING:
@@ -95,10 +95,11 @@ def recent_user_text(messages: Iterable[Mapping[str, Any]]) -> str:
 
 
 def recall_terms(text: str) -> list[str]:
-    """Quoted FTS5 terms for recall: words and Han bigrams, stopwords dropped; the last
-    MAX_TERMS of them, as the newest words are the ones the turn is about."""
+    """Quoted FTS5 terms for recall: words and Han bigrams, stopwords dropped; the
+    MAX_TERMS said last, as the newest words are the ones the turn is about (a word said
+    early and again at the end counts as new), in the order of the text."""
     kept = []
-    for term in query_terms(text, limit=None):
+    for term in dict.fromkeys(reversed(term_occurrences(text))):
         word = term.strip('"*')
         if word in ENGLISH_STOPWORDS or (word.isascii() and len(word) < 2):
             continue
@@ -110,7 +111,9 @@ def recall_terms(text: str) -> list[str]:
         if word in CHINESE_STOP_CHARACTERS:
             continue
         kept.append(term)
-    return kept[-MAX_TERMS:]
+        if len(kept) == MAX_TERMS:
+            break
+    return kept[::-1]
 
 
 # A number says most next to its words: "9 November, 2023", "Python 3.12", "port 8080".
@@ -119,11 +122,14 @@ def recall_terms(text: str) -> list[str]:
 # term of many). Measured: locomo_dev recall@5 .656 -> .665, hit@5 .745 -> .754 (its
 # questions often name the date a memory was noted on; once: .662/.751); recall_dev same.
 NUMBER_PHRASE_WEIGHT = 2
+# A long transcript (extraction) can hold hundreds of numbers: the last ones are searched.
+MAX_NUMBER_PHRASES = 8
 _ASCII_WORD = re.compile(r"[A-Za-z0-9]+")
 
 
 def number_phrases(text: str) -> list[str]:
-    """Quoted FTS5 phrases around the numbers of the text (see NUMBER_PHRASE_WEIGHT)."""
+    """Quoted FTS5 phrases around the numbers of the text (see NUMBER_PHRASE_WEIGHT), the
+    last MAX_NUMBER_PHRASES."""
     phrases: list[str] = []
     run: list[str] = []
     for word in [*(w.lower() for w in _ASCII_WORD.findall(text)), ""]:
@@ -131,12 +137,20 @@ def number_phrases(text: str) -> list[str]:
             run.append(word)
             continue
         numbers = [i for i, w in enumerate(run) if w.isdigit()]
-        if len(run) > 1 and numbers:
-            phrase = '"' + " ".join(run[max(0, numbers[0] - 1) : numbers[-1] + 2]) + '"'
-            if phrase not in phrases:
-                phrases.append(phrase)
+        # Numbers at most one word apart are one group ("16 June 2023", "Python 3 12").
+        groups = [[i] for i in numbers[:1]]
+        for i in numbers[1:]:
+            if i - groups[-1][-1] <= 2:
+                groups[-1].append(i)
+            else:
+                groups.append([i])
+        for group in groups if len(run) > 1 else []:
+            phrase = '"' + " ".join(run[max(0, group[0] - 1) : group[-1] + 2]) + '"'
+            if phrase in phrases:
+                phrases.remove(phrase)  # said again: it counts where it was said last
+            phrases.append(phrase)
         run = []
-    return phrases
+    return phrases[-MAX_NUMBER_PHRASES:]
 
 
 # The relevance floor: when the text has more terms than this, the best memory must share
@@ -162,31 +176,38 @@ COORDINATION = 0.5
 class _Term:
     """A term of the text as the index sees it: its tokens (more than one for a word such
     as snake_case or a Han word), the tokens of each equivalent the lexicon knows, or the
-    prefix of a `word*` term. A memory has the term when it has any of them. `words` say
-    each alternative as text, to show why a memory was recalled.
+    prefix of a `word*` term. A memory has the term when it has any of them. The first
+    `own` alternatives are the user's own words; `words` say each alternative as text, to
+    show why a memory was recalled.
 
-    A phrase of the lexicon ("unit test", 控制台) is one term made of `parts`, the text's
-    words (unit, test; 控制, 制台): it weighs as many words as it has parts, and a memory
-    that has only some of them is credited with those."""
+    A phrase of the lexicon ("unit test") is one term made of `parts`, the text's words
+    (unit, test): it weighs as many words as it has parts, and a memory that has only some
+    of them is credited with those."""
 
     alternatives: tuple[frozenset[str], ...]
     words: tuple[str, ...]
     prefix: str | None = None
     weight: int = 1
     parts: tuple[_Term, ...] = ()
+    own: int = 1
 
     def credit(self, tokens: frozenset[str], own_words: bool = False) -> tuple[int, list[str]]:
         """How much of this term a memory (its `tokens`) has, and as which words. With
         `own_words`, only the words of the text count, not their equivalents."""
         if self.prefix is not None:
             found = any(token.startswith(self.prefix) for token in tokens)
-            return (self.weight, [self.prefix + "*"]) if found else (0, [])
-        alternatives = self.alternatives[:1] if own_words else self.alternatives
+            return (self.weight, [self.words[0]]) if found else (0, [])
+        alternatives = self.alternatives[: self.own] if own_words else self.alternatives
         for alternative, word in zip(alternatives, self.words, strict=False):
             if alternative <= tokens:
                 return self.weight, [word]
         credited = [part.credit(tokens, own_words) for part in self.parts]
         return sum(weight for weight, _ in credited), [w for _, words in credited for w in words]
+
+    def own_tokens(self) -> set[str]:
+        """The tokens of the user's own words in this term, its parts' included."""
+        tokens = {token for alternative in self.alternatives[: self.own] for token in alternative}
+        return tokens.union(*(part.own_tokens() for part in self.parts))
 
 
 def _index_terms(terms: list[str]) -> list[_Term]:
@@ -195,7 +216,9 @@ def _index_terms(terms: list[str]) -> list[_Term]:
     for term in terms:
         word = term.strip('"*').replace('""', '"')
         if term.endswith("*"):
-            candidate = _Term((), (), word.lower())
+            # FTS5 stems a prefix too: "deploying"* finds "Deploying" (deploi*).
+            stems = token_sequence(word)
+            candidate = _Term((), (word + "*",), stems[0] if stems else word.lower())
         else:
             tokens = frozenset(index_tokens(word))
             candidate = _Term((tokens,), (word,)) if tokens else _Term((), ())
@@ -226,7 +249,9 @@ EQUIVALENT_WEIGHT = 0.25
 def _with_equivalents(text: str, wanted: list[_Term]) -> tuple[list[_Term], list[str]]:
     """The terms with the lexicon's equivalents folded in, and the FTS5 phrases to search
     for the equivalents. A word (or phrase, or Han word) that has equivalents becomes one
-    term that any of them satisfies, so a memory in the other words counts as having it."""
+    term that any of them satisfies, so a memory in the other words counts as having it.
+    Words of the text that mean the same ("console 控制台", "repo or repository") are one
+    term, whichever comes first."""
     kept_tokens = {token for term in wanted for alt in term.alternatives for token in alt}
     phrases: list[str] = []
     # From the end: the newest message's words keep their equivalents when there are many.
@@ -234,26 +259,53 @@ def _with_equivalents(text: str, wanted: list[_Term]) -> tuple[list[_Term], list
         source = frozenset(expansion.source.tokens)
         if not source & kept_tokens:  # only stopwords, or words older than the terms kept
             continue
-        if any(source <= term.alternatives[0] or source in term.alternatives[1:]
-               for term in wanted if term.parts or len(term.alternatives) > 1):  # fmt: skip
-            continue  # already part of a term ("unit test ... test"; "String and str")
-        equivalents = [e for e in expansion.equivalents if not set(e.tokens) <= _stop_tokens()]
+        folded = [t for t in wanted if t.parts or len(t.alternatives) > 1]
+        if any(source in t.alternatives or source <= t.alternatives[0] for t in folded):
+            continue  # already a term, or inside one ("unit test ... test")
+        # An equivalent that is part of the phrase itself (merge conflict: conflict) would
+        # credit the whole phrase for one of its words; stopwords ("down") are no evidence.
+        equivalents = [
+            e for e in expansion.equivalents
+            if not set(e.tokens) <= _stop_tokens() and not frozenset(e.tokens) < source
+        ]  # fmt: skip
         others = [frozenset(e.tokens) for e in equivalents]
-        # The text's words the phrase is made of (unit, test; a Han word's bigrams), and
-        # words of the text that are its equivalents: the text says it twice.
+        han = bool(_HAN_CHARACTER.search(expansion.source.text))
+        # The text's words the phrase is made of (unit, test; a Han word's bigrams).
         covered = [t for t in wanted if t.alternatives and t.alternatives[0] <= source]
-        repeated = [t for t in wanted if t.alternatives and t.alternatives[0] in others]
-        weight = max([1, sum(t.weight for t in covered)] + [t.weight for t in repeated])
+        if not covered and source <= set().union(*(t.own_tokens() for t in wanted)):
+            continue  # its words are all counted in other terms already
+        # Words of the text that are an equivalent (the text says it twice), a Han word
+        # also as its bigrams ("console 控制台": 控制, 制台).
+        said_too = [
+            other for other, e in zip(others, equivalents, strict=True)
+            if any(t.alternatives and (t.alternatives[0] == other or (
+                _HAN_CHARACTER.search(e.text) and t.alternatives[0] <= other)) for t in wanted)
+        ]  # fmt: skip
+        repeated = [
+            t for t in wanted if t not in covered and t.alternatives
+            and any(t.alternatives[0] <= other for other in said_too)
+        ]  # fmt: skip
+        # A phrase weighs the words it is made of; a Han word, its bigrams, as a memory
+        # with the word itself would be credited without the lexicon. Said in both
+        # languages, it weighs the same whichever comes first.
+        weight = max(1, sum(t.weight for t in covered), sum(t.weight for t in repeated))
         # Shown as the user wrote it ("naming", not the list's "name") when it is one word
         # of the text; else as the list writes it (a Han word, whose terms are bigrams).
         one = len(covered) == 1 and covered[0].alternatives[0] == source
         said = covered[0].words[0] if one else expansion.source.text
-        words = (said, *(f"{e.text} (for {said})" for e in equivalents))
+        own = [(source, said)] + [(o, e.text) for o, e in zip(others, equivalents, strict=True)
+                                  if o in said_too]  # fmt: skip
+        rest = [
+            (o, f"{e.text} (for {said})")
+            for o, e in zip(others, equivalents, strict=True) if o not in said_too
+        ]  # fmt: skip
         # Part of a phrase is credited (a memory with "test" has half of "unit test"), but
         # not part of a Han word: 合并 and 请求 alone are other words than 合并请求.
-        parts = () if _HAN_CHARACTER.search(expansion.source.text) else tuple(covered)
+        parts = () if han else tuple(covered)
         wanted = [t for t in wanted if t not in covered and t not in repeated]
-        wanted.append(_Term((source, *others), words, weight=weight, parts=parts))
+        alternatives = tuple(alt for alt, _ in own + rest)
+        words = tuple(word for _, word in own + rest)
+        wanted.append(_Term(alternatives, words, weight=weight, parts=parts, own=len(own)))
         for equivalent in equivalents:
             phrase = '"' + equivalent.query.replace('"', '""') + '"'
             if phrase not in phrases:

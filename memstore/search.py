@@ -16,16 +16,21 @@ from typing import Any
 # name, description, body: a word in the name or description says more than one in the body.
 BM25_WEIGHTS = (5.0, 3.0, 1.0)
 MAX_TERMS = 32
-_WORD = re.compile(r"(\w+)(\*?)")
+# A word, and a single `*` after it (a prefix search); `**bold**` is Markdown, not a prefix.
+_WORD = re.compile(r"(\w+)(\*(?!\*))?")
 
 
-def query_terms(text: str, limit: int | None = MAX_TERMS) -> list[str]:
-    """Quoted FTS5 terms for each distinct word of `text`, in order (the first `limit`)."""
-    terms = dict.fromkeys(
+def query_terms(text: str) -> list[str]:
+    """Quoted FTS5 terms for each distinct word of `text`, in order (at most MAX_TERMS)."""
+    return list(dict.fromkeys(term_occurrences(text)))[:MAX_TERMS]
+
+
+def term_occurrences(text: str) -> list[str]:
+    """A quoted FTS5 term for each word of `text`, in order, repeats kept."""
+    return [
         '"' + word.lower().replace('"', '""') + '"' + star
         for word, star in _WORD.findall(segment(text))
-    )
-    return list(terms)[:limit]
+    ]
 
 
 def match_expression(terms: list[str], *, any_term: bool = False) -> str:

@@ -373,3 +373,12 @@ def test_a_lone_chinese_stop_character_is_not_a_term(store: MemoryStore) -> None
     assert '"的"' not in terms and terms[:2] == ['"http"', '"etag"']
     store.create("project-notes", "project", "会议记录", "这是我们的 notes: 的 appears alone here")
     assert select_relevant_memories([user("ETag 的")], store=store) == []
+
+
+def test_a_long_text_searches_its_last_numbers_only() -> None:
+    # A log line with no stopword is one run of words: each number is searched with its
+    # neighbours, not the whole run, and only the last few.
+    log = " ".join(f"step {i} took {i * 7} ms" for i in range(200))
+    phrases = number_phrases(log)
+    assert phrases[-2:] == ['"step 198 took 1386 ms"', '"step 199 took 1393 ms"']
+    assert len(phrases) == 8
