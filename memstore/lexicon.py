@@ -188,13 +188,11 @@ def _first_of_each_language(
     source: Equivalent, found: dict[Any, Equivalent]
 ) -> tuple[Equivalent, ...]:
     """At most MAX_ALTERNATIVES equivalents, at most MAX_SAME_LANGUAGE of them in the
-    source's language, so that a word with many synonyms keeps its translation."""
-
-    def is_han(equivalent: Equivalent) -> bool:
-        return any("\u3400" <= c <= "\u9fff" or "\uf900" <= c <= "\ufaff" for c in equivalent.text)
-
-    same = [e for e in found.values() if is_han(e) == is_han(source)][:MAX_SAME_LANGUAGE]
-    other = [e for e in found.values() if is_han(e) != is_han(source)]
+    source's language, so that a word with many synonyms keeps its translation. (The
+    lists hold English, which is ASCII, and Chinese.)"""
+    english = source.text.isascii()
+    same = [e for e in found.values() if e.text.isascii() == english][:MAX_SAME_LANGUAGE]
+    other = [e for e in found.values() if e.text.isascii() != english]
     return tuple(same + other)[:MAX_ALTERNATIVES]
 
 
