@@ -133,14 +133,17 @@ def number_phrases(text: str) -> list[str]:
     phrases: list[str] = []
     run: list[str] = []
     for word in [*(w.lower() for w in _ASCII_WORD.findall(text)), ""]:
-        if word and word not in ENGLISH_STOPWORDS:
+        # "may" next to a number is the month ("7 May 2023"), not the verb.
+        if word and (word not in ENGLISH_STOPWORDS or word == "may"):
             run.append(word)
             continue
         numbers = [i for i, w in enumerate(run) if w.isdigit()]
-        # Numbers at most one word apart are one group ("16 June 2023", "Python 3 12").
+        # Adjacent numbers are one group ("1 4 0", "3 12"), and so is a lone number with
+        # the next one a word away ("16 June 2023"); "Python 3.12, Go 1.22" is two groups.
         groups = [[i] for i in numbers[:1]]
         for i in numbers[1:]:
-            if i - groups[-1][-1] <= 2:
+            gap = i - groups[-1][-1]
+            if gap == 1 or (gap == 2 and len(groups[-1]) == 1):
                 groups[-1].append(i)
             else:
                 groups.append([i])
@@ -241,7 +244,8 @@ def _index_terms(terms: list[str]) -> list[_Term]:
 # memories p50 2.7 -> 4.7 ms with 24 phrases, 3.2 ms with 12 (same scores on both sets).
 # A term found through the lexicon weighs as many of the text's words as it stands for, and
 # two words of the text that mean the same are one term ("String and &str" counts once).
-# Now: recall_dev R@5 .936 (en .934, zh .952), MRR .888, no-answer turns left empty 73%.
+# Now: recall_dev R@5 .936 (en .934, zh .952), MRR .888, no-answer turns left empty 73%;
+# locomo_dev R@5 .669, hit@5 .758.
 MAX_EQUIVALENT_PHRASES = 12
 EQUIVALENT_WEIGHT = 0.25
 
@@ -252,10 +256,12 @@ def _with_equivalents(text: str, wanted: list[_Term]) -> tuple[list[_Term], list
     term that any of them satisfies, so a memory in the other words counts as having it.
     Words of the text that mean the same ("console 控制台", "repo or repository") are one
     term, whichever comes first."""
+    expansions = lexicon().expansions(text)
+    said = {frozenset(expansion.source.tokens) for expansion in expansions}
     kept_tokens = {token for term in wanted for alt in term.alternatives for token in alt}
     phrases: list[str] = []
     # From the end: the newest message's words keep their equivalents when there are many.
-    for expansion in reversed(lexicon().expansions(text)):
+    for expansion in reversed(expansions):
         source = frozenset(expansion.source.tokens)
         if not source & kept_tokens:  # only stopwords, or words older than the terms kept
             continue
@@ -274,38 +280,51 @@ def _with_equivalents(text: str, wanted: list[_Term]) -> tuple[list[_Term], list
         covered = [t for t in wanted if t.alternatives and t.alternatives[0] <= source]
         if not covered and source <= set().union(*(t.own_tokens() for t in wanted)):
             continue  # its words are all counted in other terms already
-        # Words of the text that are an equivalent (the text says it twice), a Han word
-        # also as its bigrams ("console 控制台": 控制, 制台).
-        said_too = [
-            other for other, e in zip(others, equivalents, strict=True)
-            if any(t.alternatives and (t.alternatives[0] == other or (
-                _HAN_CHARACTER.search(e.text) and t.alternatives[0] <= other)) for t in wanted)
-        ]  # fmt: skip
+        # Equivalents the text says too, as phrases of the lexicon ("console 控制台"), and
+        # the terms of the text they are made of (console; 控制, 制台).
+        said_too = [other for other in others if other in said]
         repeated = [
             t for t in wanted if t not in covered and t.alternatives
             and any(t.alternatives[0] <= other for other in said_too)
         ]  # fmt: skip
-        # A phrase weighs the words it is made of; a Han word, its bigrams, as a memory
-        # with the word itself would be credited without the lexicon. Said in both
-        # languages, it weighs the same whichever comes first.
-        weight = max(1, sum(t.weight for t in covered), sum(t.weight for t in repeated))
+        # A phrase weighs the words it is made of (a Han word, its bigrams, as a memory
+        # with the word itself would be credited without the lexicon); said in two forms,
+        # the heavier, whichever comes first.
+        weight = max(
+            [1, sum(t.weight for t in covered)]
+            + [sum(t.weight for t in repeated if t.alternatives[0] <= o) for o in said_too]
+        )
         # Shown as the user wrote it ("naming", not the list's "name") when it is one word
         # of the text; else as the list writes it (a Han word, whose terms are bigrams).
         one = len(covered) == 1 and covered[0].alternatives[0] == source
-        said = covered[0].words[0] if one else expansion.source.text
-        own = [(source, said)] + [(o, e.text) for o, e in zip(others, equivalents, strict=True)
-                                  if o in said_too]  # fmt: skip
+        shown = covered[0].words[0] if one else expansion.source.text
+        own = [(source, shown)]
+        own += [(o, e.text) for o, e in zip(others, equivalents, strict=True) if o in said_too]
         rest = [
-            (o, f"{e.text} (for {said})")
+            (o, f"{e.text} (for {shown})")
             for o, e in zip(others, equivalents, strict=True) if o not in said_too
         ]  # fmt: skip
         # Part of a phrase is credited (a memory with "test" has half of "unit test"), but
         # not part of a Han word: 合并 and 请求 alone are other words than 合并请求.
         parts = () if han else tuple(covered)
+        for term in repeated:  # what the other form brought along is kept
+            if term.parts or len(term.alternatives) > 1:
+                own += list(zip(term.alternatives[: term.own], term.words, strict=False))
+                rest += list(
+                    zip(term.alternatives[term.own :], term.words[term.own :], strict=True)
+                )
+                parts += term.parts
+            elif not _HAN_CHARACTER.search(term.words[0]):  # a word, not a bigram
+                parts += (term,)
         wanted = [t for t in wanted if t not in covered and t not in repeated]
-        alternatives = tuple(alt for alt, _ in own + rest)
-        words = tuple(word for _, word in own + rest)
-        wanted.append(_Term(alternatives, words, weight=weight, parts=parts, own=len(own)))
+        alternatives: dict[frozenset[str], str] = {}  # each once, the user's own first
+        for alternative, word in own + rest:
+            alternatives.setdefault(alternative, word)
+        own_count = len({alternative for alternative, _ in own})
+        wanted.append(
+            _Term(tuple(alternatives), tuple(alternatives.values()), weight=weight,
+                  parts=parts, own=own_count)
+        )  # fmt: skip
         for equivalent in equivalents:
             phrase = '"' + equivalent.query.replace('"', '""') + '"'
             if phrase not in phrases:

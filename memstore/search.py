@@ -16,8 +16,9 @@ from typing import Any
 # name, description, body: a word in the name or description says more than one in the body.
 BM25_WEIGHTS = (5.0, 3.0, 1.0)
 MAX_TERMS = 32
-# A word, and a single `*` after it (a prefix search); `**bold**` is Markdown, not a prefix.
-_WORD = re.compile(r"(\w+)(\*(?!\*))?")
+# A word, and a single `*` after it: a prefix search. Markdown's `**bold**` and `*italic*`
+# (a star before the word too) are no prefix.
+_WORD = re.compile(r"(\*?)(\w+)(\*(?!\*))?")
 
 
 def query_terms(text: str) -> list[str]:
@@ -28,8 +29,8 @@ def query_terms(text: str) -> list[str]:
 def term_occurrences(text: str) -> list[str]:
     """A quoted FTS5 term for each word of `text`, in order, repeats kept."""
     return [
-        '"' + word.lower().replace('"', '""') + '"' + star
-        for word, star in _WORD.findall(segment(text))
+        '"' + word.lower().replace('"', '""') + '"' + ("" if before else star)
+        for before, word, star in _WORD.findall(segment(text))
     ]
 
 

@@ -245,7 +245,9 @@ def test_markdown_bold_is_no_prefix_search(store: MemoryStore) -> None:
     store.create("deploys", "project", "Releases are deploying from CI now", "Since May.")
     plain = keyword_recall(store, "how are releases deploying now?")
     bold = keyword_recall(store, "how are **releases** **deploying** now?")
+    italic = keyword_recall(store, "how are *releases* *deploying* now?")
     assert [h.memory.name for h in bold] == [h.memory.name for h in plain] == ["deploys"]
+    assert [h.matched for h in italic] == [h.matched for h in plain]
     # A real prefix search is credited through the stem: deploying* is deploi*.
     assert keyword_recall(store, "deploying* releases")[0].matched == ("deploying*", "releases")
 
@@ -263,3 +265,29 @@ def test_a_word_with_many_synonyms_keeps_its_translation() -> None:
     [release] = lexicon().expansions("release")
     texts = [e.text for e in release.equivalents]
     assert any(t.isascii() for t in texts) and any(not t.isascii() for t in texts)
+
+
+def test_a_phrase_said_in_both_languages_counts_the_same_in_either_order(
+    store: MemoryStore,
+) -> None:
+    with store.transaction() as tx:
+        tx.create("en-quota", "project", "Cloud service quotas are set per team", "Ask ops.")
+        tx.create("zh-quota", "project", "云服务配额按团队分配", "找运维。")
+    first = keyword_recall(store, "cloud service 云服务 quota")
+    second = keyword_recall(store, "云服务 cloud service quota")
+    # The same terms, weights and credit (two memories alone tie on bm25: no order here).
+    assert {(h.memory.name, frozenset(h.matched)) for h in first} == {
+        (h.memory.name, frozenset(h.matched)) for h in second
+    }
+    # The user's own words are shown as theirs, not as an equivalent.
+    assert "cloud service" in first[[h.memory.name for h in first].index("en-quota")].matched
+
+
+def test_a_word_sharing_a_bigram_with_an_unsaid_equivalent_is_its_own_word(
+    store: MemoryStore,
+) -> None:
+    # 全文搜索 has the equivalent 全文检索, which contains 检索; the user's 检索 (retrieval)
+    # is still a word of its own, with its own equivalents.
+    store.create("retrieval", "project", "Retrieval timeouts come from the vector index", "x")
+    [hit] = keyword_recall(store, "全文搜索之外，检索超时了")
+    assert "retrieval (for 检索)" in hit.matched

@@ -309,6 +309,13 @@ def test_number_phrases() -> None:
         '"python 3 12"',
         '"ship 1 4 0"',
     ]
+    # "May" by a number is the month; a list of versions is a phrase per version.
+    assert number_phrases("We met on 7 May 2023") == ['"7 may 2023"']
+    assert number_phrases("Python 3.12, Go 1.22 and Node 20") == [
+        '"python 3 12 go"',
+        '"go 1 22"',
+        '"node 20"',
+    ]
     # A number alone, or among stopwords, is no phrase; Han text has none.
     assert number_phrases("is 42 the answer") == []
     assert number_phrases("新建一个 S3 bucket") == []
