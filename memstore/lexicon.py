@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from memstore.search import segment, token_sequence
+from memstore.search import segment, token_sequence, token_words
 
 # An entry's equivalents are searched as extra terms; a long list would flood the query.
 MAX_ALTERNATIVES = 4
@@ -42,10 +42,18 @@ class Equivalent:
 
 @dataclass(frozen=True)
 class Expansion:
-    """A word or phrase of the text, and what else means the same."""
+    """A word or phrase of the text, and what else means the same. When words of different
+    meanings share a stem (developer, development), each has its entry, with `surfaces`
+    saying which words of the text it is for."""
 
     source: Equivalent
     equivalents: tuple[Equivalent, ...]
+    surfaces: frozenset[str] = frozenset()
+
+    def said_as(self, words: list[str]) -> bool:
+        """Whether the text's `words` (where the tokens matched) are this entry's sense."""
+        typed = " ".join(dict.fromkeys(words))  # a word of two tokens is one word
+        return not self.surfaces or any(_inflected(typed, s) for s in self.surfaces)
 
 
 @dataclass(frozen=True)
@@ -58,19 +66,23 @@ class Lexicon:
         overlapping, each once, in the order they were said last."""
         # By identity: the lexicon's entries are unique, and comparing them is slow.
         found: dict[int, Expansion] = {}
-        for entry in self._matches(token_sequence(text)):
+        for entry in self._matches(token_words(text)):
             found.pop(id(entry), None)
             found[id(entry)] = entry
         return list(found.values())
 
-    def _matches(self, tokens: list[str]) -> Iterator[Expansion]:
-        """The lexicon's phrases in `tokens`: the longest at each position, without
+    def _matches(self, token_words: list[tuple[str, str]]) -> Iterator[Expansion]:
+        """The lexicon's phrases in the text's tokens: the longest at each position, without
         overlapping."""
+        tokens = [token for token, _ in token_words]
         i = 0
         while i < len(tokens):
             for entry in self.by_first_token.get(tokens[i], ()):
                 phrase = entry.source.tokens
-                if tuple(tokens[i : i + len(phrase)]) == phrase:
+                end = i + len(phrase)
+                if tuple(tokens[i:end]) == phrase and entry.said_as(
+                    [word for _, word in token_words[i:end]]
+                ):
                     yield entry
                     i += len(phrase)
                     break
@@ -124,42 +136,52 @@ def _build() -> Lexicon:
     # Stem every word in one pass of the tokenizer (one per phrase took 0.3 s).
     token_sequence(" ".join(phrases))
     parsed = {phrase: _equivalent(phrase) for phrase in phrases}
-    equivalents: dict[tuple[str, ...], dict[tuple[str, ...], Equivalent]] = {}
-    sources: dict[tuple[str, ...], Equivalent] = {}
+    # For each stem key, each word of the lists with it: its groups and its equivalents.
     groups_of: dict[tuple[str, ...], dict[str, set[int]]] = {}
+    equivalents: dict[tuple[str, ...], dict[str, dict[tuple[str, ...], Equivalent]]] = {}
     for a, b, group in links:
         source, other = parsed[a], parsed[b]
         if not source.tokens or not other.tokens or source.tokens == other.tokens:
             continue
-        sources.setdefault(source.tokens, source)
-        equivalents.setdefault(source.tokens, {}).setdefault(other.tokens, other)
         groups_of.setdefault(source.tokens, {}).setdefault(source.text, set()).add(group)
+        targets = equivalents.setdefault(source.tokens, {}).setdefault(source.text, {})
+        targets.setdefault(other.tokens, other)
     by_first_token: dict[str, list[Expansion]] = {}
-    for phrase, found in equivalents.items():
-        texts = groups_of[phrase]
-        if _ambiguous(texts):
-            continue
-        entry = Expansion(sources[phrase], _first_of_each_language(sources[phrase], found))
-        by_first_token.setdefault(phrase[0], []).append(entry)
+    for key, of_text in equivalents.items():
+        meanings = _senses(groups_of[key])
+        for texts in meanings:
+            found: dict[tuple[str, ...], Equivalent] = {}
+            for text in texts:
+                for tokens, equivalent in of_text[text].items():
+                    found.setdefault(tokens, equivalent)
+            source = parsed[texts[0]]
+            surfaces = frozenset(texts) if len(meanings) > 1 else frozenset()
+            entry = Expansion(source, _first_of_each_language(source, found), surfaces)
+            by_first_token.setdefault(key[0], []).append(entry)
     for entries in by_first_token.values():
         entries.sort(key=lambda entry: len(entry.source.tokens), reverse=True)
     return Lexicon(by_first_token)
 
 
-def _ambiguous(groups_by_text: dict[str, set[int]]) -> bool:
-    """Whether different words of the lists that stem alike belong to unrelated groups:
-    "general" and "generics" are one stem, and the text cannot tell which is meant, so
-    neither is looked up. Inflections (commit, commits; stage, staging) are one word."""
-    classes: list[tuple[list[str], set[int]]] = []
+def _senses(groups_by_text: dict[str, set[int]]) -> list[list[str]]:
+    """The words of the lists that share a stem, by meaning: inflections of one word
+    (commit, commits) and words in a common group are one sense; "generate" and
+    "generics", or "developer" and "development", are two, told apart by the word the
+    text has."""
+    senses: list[tuple[list[str], set[int]]] = []
     for text, groups in groups_by_text.items():
-        same = [c for c in classes if any(_inflected(text, other) for other in c[0])]
+        related = [
+            sense
+            for sense in senses
+            if sense[1] & groups or any(_inflected(text, other) for other in sense[0])
+        ]
         merged = ([text], set(groups))
-        for words, more in same:
+        for words, more in related:
             merged[0].extend(words)
             merged[1].update(more)
-            classes.remove((words, more))
-        classes.append(merged)
-    return any(not a[1] & b[1] for i, a in enumerate(classes) for b in classes[i + 1 :])
+            senses.remove((words, more))
+        senses.append(merged)
+    return [words for words, _ in senses]
 
 
 def _inflected(a: str, b: str) -> bool:

@@ -164,6 +164,11 @@ def _tokenize_words(words: list[str]) -> dict[str, tuple[str, ...]]:
 
 def token_sequence(text: str) -> list[str]:
     """The index's tokens of `text` in order, repeats kept (index_tokens is the set)."""
+    return [token for token, _ in token_words(text)]
+
+
+def token_words(text: str) -> list[tuple[str, str]]:
+    """Each index token of `text` in order, with the word it comes from (lowercased)."""
     words = [w.lower() for w in _TOKEN.findall(segment(text))]
     stems = _word_tokens(set(words))
-    return [token for w in words for token in stems[w]]
+    return [(token, w) for w in words for token in stems[w]]

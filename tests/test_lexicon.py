@@ -252,13 +252,18 @@ def test_markdown_bold_is_no_prefix_search(store: MemoryStore) -> None:
     assert keyword_recall(store, "deploying* releases")[0].matched == ("deploying*", "releases")
 
 
-def test_a_stem_shared_by_unrelated_words_is_not_looked_up() -> None:
-    # generate and generics are one porter stem (gener): the text cannot tell which is
-    # meant. Inflections of one word are no such conflict.
-    assert lexicon().expansions("generics") == lexicon().expansions("generate") == []
-    [docs] = lexicon().expansions("where are the docs")
-    assert "documentation" in [e.text for e in docs.equivalents]
-    assert [e.source.text for e in lexicon().expansions("kids")] == ["kids"]
+def test_words_that_share_a_stem_are_told_apart_by_the_word_typed() -> None:
+    # generate and generics, terminal and terminate, developer and development are one
+    # porter stem each: the word the text has says which entry is meant.
+    def equivalents(text: str) -> list[str]:
+        return [e.text for expansion in lexicon().expansions(text) for e in expansion.equivalents]
+
+    assert "泛型" in equivalents("generics") and "泛型" not in equivalents("generate")
+    assert "终端" in equivalents("terminal") and "终端" not in equivalents("terminate")
+    assert "开发者" in equivalents("developers") and "开发者" not in equivalents("development")
+    # Inflections of one word are one entry.
+    assert equivalents("kid") == equivalents("kids") and "children" in equivalents("kids")
+    assert "documentation" in equivalents("where are the docs")
 
 
 def test_a_word_with_many_synonyms_keeps_its_translation() -> None:
