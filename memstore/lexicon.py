@@ -18,7 +18,7 @@ entry for "deploy", and 安全组 is found inside 安全组规则.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -51,9 +51,14 @@ class Expansion:
     surfaces: frozenset[str] = frozenset()
 
     def said_as(self, words: list[str]) -> bool:
-        """Whether the text's `words` (where the tokens matched) are this entry's sense."""
-        typed = " ".join(dict.fromkeys(words))  # a word of two tokens is one word
-        return not self.surfaces or any(_inflected(typed, s) for s in self.surfaces)
+        """Whether the text's `words` (where the tokens matched) are this entry's sense:
+        an inflection of one of its words. A word of the lists is taken as written, or
+        without a plural -s or final -e/-y ("managed" is no sense of "manage")."""
+        if not self.surfaces or not self.source.text.isascii():  # Han words have one sense
+            return True
+        typed = [w for i, w in enumerate(words) if i == 0 or w != words[i - 1]]  # per word
+        return any(_inflected(typed, surface.replace("-", " ").split(), _base_forms)
+                   for surface in self.surfaces)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -130,8 +135,10 @@ def _build() -> Lexicon:
     for group, (word, *senses) in enumerate(glossary):
         links += [(word, sense, group) for sense in senses]
         links += [(sense, word, group) for sense in senses]
-    for group, members in enumerate(synonyms + _chinese_synonyms(glossary), len(glossary)):
+    groups = synonyms + _chinese_synonyms(glossary)
+    for group, members in enumerate(groups, len(glossary)):
         links += [(a, b, group) for a in members for b in members if a != b]
+    synonym_groups = range(len(glossary), len(glossary) + len(groups))
     phrases = {phrase for a, b, _ in links for phrase in (a, b)}
     # Stem every word in one pass of the tokenizer (one per phrase took 0.3 s).
     token_sequence(" ".join(phrases))
@@ -148,7 +155,7 @@ def _build() -> Lexicon:
         targets.setdefault(other.tokens, other)
     by_first_token: dict[str, list[Expansion]] = {}
     for key, of_text in equivalents.items():
-        meanings = _senses(groups_of[key])
+        meanings = _senses(groups_of[key], synonym_groups)
         for texts in meanings:
             found: dict[tuple[str, ...], Equivalent] = {}
             for text in texts:
@@ -163,34 +170,36 @@ def _build() -> Lexicon:
     return Lexicon(by_first_token)
 
 
-def _senses(groups_by_text: dict[str, set[int]]) -> list[list[str]]:
+def _senses(groups_by_text: dict[str, set[int]], synonym_groups: range) -> list[list[str]]:
     """The words of the lists that share a stem, by meaning: inflections of one word
-    (commit, commits) and words in a common group are one sense; "generate" and
+    (commit, commits) and words in a common synonym group are one sense; "generate" and
     "generics", or "developer" and "development", are two, told apart by the word the
-    text has."""
+    text has. (A glossary row joins no senses: its English words are several.)"""
     senses: list[tuple[list[str], set[int]]] = []
     for text, groups in groups_by_text.items():
+        synonyms = {group for group in groups if group in synonym_groups}
+        words_of_text = text.replace("-", " ").split()
         related = [
             sense
             for sense in senses
-            if sense[1] & groups or any(_inflected(text, other) for other in sense[0])
+            if sense[1] & synonyms
+            or any(_inflected(words_of_text, other.replace("-", " ").split()) for other in sense[0])
         ]
-        merged = ([text], set(groups))
-        for words, more in related:
-            merged[0].extend(words)
-            merged[1].update(more)
-            senses.remove((words, more))
+        merged = ([word for words, _ in related for word in words] + [text], set(synonyms))
+        for sense in related:
+            merged[1].update(sense[1])
+            senses.remove(sense)
         senses.append(merged)
     return [words for words, _ in senses]
 
 
-def _inflected(a: str, b: str) -> bool:
-    """Whether two phrases differ only in the inflection of their words: tests, testing
-    and test; stage and staging; worry and worried; kid and kids."""
-    words_a, words_b = a.replace("-", " ").split(), b.replace("-", " ").split()
-    return len(words_a) == len(words_b) and all(
-        _bases(x) & _bases(y) for x, y in zip(words_a, words_b, strict=True)
-    )
+def _inflected(
+    a: list[str], b: list[str], bases_of_b: Callable[[str], set[str]] | None = None
+) -> bool:
+    """Whether two phrases (as words) differ only in the inflection of their words: tests,
+    testing and test; stage and staging; worry and worried; kid and kids."""
+    b_bases = bases_of_b or _bases
+    return len(a) == len(b) and all(_bases(x) & b_bases(y) for x, y in zip(a, b, strict=True))
 
 
 def _bases(word: str) -> set[str]:
@@ -203,6 +212,15 @@ def _bases(word: str) -> set[str]:
             bases.add(base)
             if len(base) > 2 and base[-1] == base[-2]:
                 bases.add(base[:-1])
+    return bases
+
+
+def _base_forms(word: str) -> set[str]:
+    """A word of the lists as written, or without a plural or a final -e or -y."""
+    bases = {word}
+    for suffix in ("ies", "es", "s", "e", "y"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 2:
+            bases.add(word[: -len(suffix)])
     return bases
 
 

@@ -261,6 +261,11 @@ def test_words_that_share_a_stem_are_told_apart_by_the_word_typed() -> None:
     assert "泛型" in equivalents("generics") and "泛型" not in equivalents("generate")
     assert "终端" in equivalents("terminal") and "终端" not in equivalents("terminate")
     assert "开发者" in equivalents("developers") and "开发者" not in equivalents("development")
+    # A word of the lists ending in -ed is no sense of its verb: "managed" (托管, hosted)
+    # is not what "manage the cluster" means, nor "distributed" (分布式) "distribute".
+    assert "托管" not in equivalents("manage the cluster") + equivalents("managing")
+    assert "分布式" not in equivalents("distribute the binaries")
+    assert "分布式" in equivalents("a distributed lock")
     # Inflections of one word are one entry.
     assert equivalents("kid") == equivalents("kids") and "children" in equivalents("kids")
     assert "documentation" in equivalents("where are the docs")
