@@ -18,10 +18,9 @@ entry for "deploy", and 安全组 is found inside 安全组规则.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
 
 from memstore.search import segment, token_sequence, token_words
 
@@ -57,7 +56,7 @@ class Expansion:
         if not self.surfaces or not self.source.text.isascii():  # Han words have one sense
             return True
         typed = [w for i, w in enumerate(words) if i == 0 or w != words[i - 1]]  # per word
-        return any(_inflected(typed, surface.replace("-", " ").split(), _base_forms)
+        return any(_inflected(typed, surface.replace("-", " ").split(), LIST_WORD_ENDINGS)
                    for surface in self.surfaces)  # fmt: skip
 
 
@@ -110,7 +109,7 @@ _loading = threading.Lock()
 
 
 def lexicon() -> Lexicon:
-    """The glossary and the synonym groups, built once per process (about 0.15 s)."""
+    """The glossary and the synonym groups, built once per process (about 0.2 s)."""
     global _loaded
     if _loaded is None:
         with _loading:  # threads that ask together wait for one build
@@ -193,39 +192,35 @@ def _senses(groups_by_text: dict[str, set[int]], synonym_groups: range) -> list[
     return [words for words, _ in senses]
 
 
-def _inflected(
-    a: list[str], b: list[str], bases_of_b: Callable[[str], set[str]] | None = None
-) -> bool:
+# Endings of an inflected word; a word of the lists is taken with a plural or final -e/-y
+# cut only ("managed" in the lists is no inflection of "manage" in the text).
+INFLECTIONS = ("ies", "ied", "ing", "es", "ed", "s", "e", "y", "d")
+LIST_WORD_ENDINGS = ("ies", "es", "s", "e", "y")
+
+
+def _inflected(a: list[str], b: list[str], b_endings: tuple[str, ...] = INFLECTIONS) -> bool:
     """Whether two phrases (as words) differ only in the inflection of their words: tests,
     testing and test; stage and staging; worry and worried; kid and kids."""
-    b_bases = bases_of_b or _bases
-    return len(a) == len(b) and all(_bases(x) & b_bases(y) for x, y in zip(a, b, strict=True))
+    return len(a) == len(b) and all(
+        _bases(x) & _bases(y, b_endings) for x, y in zip(a, b, strict=True)
+    )
 
 
-def _bases(word: str) -> set[str]:
-    """What a word may be an inflection of: itself, and itself without -s, -es, -ies,
-    -ed, -ied, -ing, -e, -y or -d (with a doubled consonant undoubled: running, run)."""
+def _bases(word: str, endings: tuple[str, ...] = INFLECTIONS) -> set[str]:
+    """What a word may be an inflection of: itself, and itself without one of the endings
+    (with a doubled consonant undoubled: running, run)."""
     bases = {word}
-    for suffix in ("ies", "ied", "ing", "es", "ed", "s", "e", "y", "d"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 2:
-            base = word[: -len(suffix)]
+    for ending in endings:
+        if word.endswith(ending) and len(word) - len(ending) >= 2:
+            base = word[: -len(ending)]
             bases.add(base)
             if len(base) > 2 and base[-1] == base[-2]:
                 bases.add(base[:-1])
     return bases
 
 
-def _base_forms(word: str) -> set[str]:
-    """A word of the lists as written, or without a plural or a final -e or -y."""
-    bases = {word}
-    for suffix in ("ies", "es", "s", "e", "y"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 2:
-            bases.add(word[: -len(suffix)])
-    return bases
-
-
 def _first_of_each_language(
-    source: Equivalent, found: dict[Any, Equivalent]
+    source: Equivalent, found: dict[tuple[str, ...], Equivalent]
 ) -> tuple[Equivalent, ...]:
     """At most MAX_ALTERNATIVES equivalents, at most MAX_SAME_LANGUAGE of them in the
     source's language, so that a word with many synonyms keeps its translation. (The

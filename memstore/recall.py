@@ -25,7 +25,14 @@ from typing import TYPE_CHECKING, Any
 from memstore.lexicon import lexicon
 from memstore.llm import ModelUnavailable, ask_text, small_model_name
 from memstore.models import MemoryRecord, MemorySummary
-from memstore.search import MAX_TERMS, index_tokens, term_occurrences, token_sequence
+from memstore.search import (
+    HAN_CHARACTERS,
+    MAX_TERMS,
+    fts_phrase,
+    index_tokens,
+    term_occurrences,
+    token_sequence,
+)
 from memstore.store import MemoryStore, SearchHit
 
 if TYPE_CHECKING:
@@ -59,8 +66,8 @@ anything
 CHINESE_STOP_CHARACTERS = frozenset(
     "的了是在我你他她它们这那有和就不也都要会吗呢吧啊怎么什个一把被给让到说对从还又很再能可以想请下上来去过后前里时为所如果但而且或者与及之其该此每些多少几哪谁啥呀哦嗯么样"
 )
-_HAN_CHARACTER = re.compile("[\u3400-\u9fff\uf900-\ufaff]")
-_HAN_BIGRAM = re.compile(r'"([\u3400-\u9fff\uf900-\ufaff])([\u3400-\u9fff\uf900-\ufaff])"')
+_HAN_CHARACTER = re.compile(f"[{HAN_CHARACTERS}]")
+_HAN_BIGRAM = re.compile(f'"([{HAN_CHARACTERS}])([{HAN_CHARACTERS}])"')
 
 
 def message_text(message: Mapping[str, Any]) -> str:
@@ -148,7 +155,7 @@ def number_phrases(text: str) -> list[str]:
             else:
                 groups.append([i])
         for group in groups if len(run) > 1 else []:
-            phrase = '"' + " ".join(run[max(0, group[0] - 1) : group[-1] + 2]) + '"'
+            phrase = fts_phrase(" ".join(run[max(0, group[0] - 1) : group[-1] + 2]))
             if phrase in phrases:
                 phrases.remove(phrase)  # said again: it counts where it was said last
             phrases.append(phrase)
@@ -326,7 +333,7 @@ def _with_equivalents(text: str, wanted: list[_Term]) -> tuple[list[_Term], list
                   parts=parts, own=own_count)
         )  # fmt: skip
         for equivalent in equivalents:
-            phrase = '"' + equivalent.query.replace('"', '""') + '"'
+            phrase = fts_phrase(equivalent.query)
             if phrase not in phrases:
                 phrases.append(phrase)
     return wanted, phrases[:MAX_EQUIVALENT_PHRASES]

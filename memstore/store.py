@@ -619,10 +619,6 @@ class MemoryStore:
                 rows = ranked_matches(connection, columns, fallback, limit)
         return [SearchHit(_raw_record(columns, values), -float(score)) for *values, score in rows]
 
-    def rank(self, terms: list[str], limit: int) -> list[SearchHit]:
-        """Live memories matching any of the quoted FTS5 `terms`, best first (bm25)."""
-        return self._ranked(match_expression(terms, any_term=True), None, limit)
-
     def rank_ids(self, terms: list[str], limit: int) -> dict[int, float]:
         """The bm25 score of the best `limit` live memories matching any of `terms`, by id."""
         with self._sqlite() as connection:

@@ -296,7 +296,9 @@ def test_memory_with_more_of_the_terms_outranks_one_repeating_a_term(store: Memo
             tx.create(f"note-{topic}", "project", f"Notes on {topic}", body)
     # bm25 alone puts the memory that says "redis" five times first; the coordination
     # factor prefers the one that has both words of the question.
-    bm25_order = [hit.memory.name for hit in store.rank(recall_terms("redis cache"), 5)]
+    scores = store.rank_ids(recall_terms("redis cache"), 5)
+    names = {i: memory.name for i, memory in store.by_ids(list(scores)).items()}
+    bm25_order = [names[i] for i in sorted(scores, key=scores.__getitem__, reverse=True)]
     assert bm25_order == ["redis-notes", "sessions", "note-lint"]
     hits = keyword_recall(store, "redis cache", 5)
     assert [hit.memory.name for hit in hits] == ["sessions", "redis-notes", "note-lint"]
