@@ -7,6 +7,9 @@ import path into a fresh store.
     .venv/bin/python benchmarks/bench_recall.py            # quality, and latency up to 100,000
     .venv/bin/python benchmarks/bench_recall.py --quick    # latency up to 10,000 only
     .venv/bin/python benchmarks/bench_recall.py --per-query recall_dev   # each query's picks
+
+With semantic recall available (numpy and `memctl semantic fetch`), the offline path with it
+("keyword+semantic") is scored beside the keyword path alone, and its latency measured too.
 """
 
 from __future__ import annotations
@@ -19,9 +22,11 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from memstore import semantic
 from memstore.importer import import_memories
-from memstore.recall import keyword_recall, recent_user_text
+from memstore.recall import keyword_recall, offline_recall, recent_user_text
 from memstore.store import MemoryStore
 
 EVAL = Path(__file__).resolve().parents[2] / "shared" / "eval"
@@ -32,6 +37,14 @@ Method = Callable[[MemoryStore, list[dict[str, str]]], list[str]]
 
 def memstore_keyword(store: MemoryStore, messages: list[dict[str, str]]) -> list[str]:
     return [hit.memory.name for hit in keyword_recall(store, recent_user_text(messages), K)]
+
+
+def memstore_offline(store: MemoryStore, messages: list[dict[str, str]]) -> list[str]:
+    """The offline path as recall takes it: keywords, with semantic recall when available."""
+    hits, _ = offline_recall(
+        store, recent_user_text(messages), K, newest=recent_user_text(messages, turns=1)
+    )
+    return [hit.memory.name for hit in hits]
 
 
 def seed_substring(store: MemoryStore, messages: list[dict[str, str]]) -> list[str]:
@@ -49,6 +62,9 @@ def seed_substring(store: MemoryStore, messages: list[dict[str, str]]) -> list[s
 
 
 METHODS: dict[str, Method] = {"memstore": memstore_keyword, "seed": seed_substring}
+if semantic.available():
+    METHODS = {"memstore": memstore_keyword, "+semantic": memstore_offline, "seed": seed_substring}
+SHOWN = "+semantic" if "+semantic" in METHODS else "memstore"  # by --per-query
 
 
 def load_queries(path: Path) -> list[dict]:
@@ -97,7 +113,7 @@ def run_set(label: str, stores: list[tuple[Path, Path]], per_query: bool) -> Non
                     for name, method in METHODS.items():
                         picked = method(store, messages)
                         results[name].append((query, picked))
-                        if per_query and name == "memstore":
+                        if per_query and name == SHOWN:
                             mark = "ok " if set(picked) & set(query["relevant"]) else "-- "
                             if not query["relevant"]:
                                 mark = "ok " if not picked else "!! "
@@ -165,17 +181,61 @@ def bench_latency(sizes: list[int]) -> None:
         for label, make_store in corpora.items():
             for size in sizes:
                 with make_store(Path(work) / f"{label}-{size}.db", size) as store:
-                    for text in texts[:10]:
-                        keyword_recall(store, text)  # warm the cache
-                    timings = []
-                    for _ in range(3):
-                        for text in texts:
-                            start = time.perf_counter()
-                            keyword_recall(store, text)
-                            timings.append((time.perf_counter() - start) * 1000)
-                timings.sort()
-                p50, p95 = timings[len(timings) // 2], timings[int(len(timings) * 0.95)]
+                    p50, p95 = percentiles(lambda text: keyword_recall(store, text), texts)
                 print(f"  {label:12} {size:>7,} memories: p50 {p50:.2f} ms  p95 {p95:.2f} ms")
+
+
+def percentiles(call: Callable[[Any], object], inputs: list[Any]) -> tuple[float, float]:
+    """p50 and p95 in ms of `call` over the inputs, three rounds, after ten to warm up."""
+    for item in inputs[:10]:
+        call(item)
+    timings = []
+    for _ in range(3):
+        for item in inputs:
+            start = time.perf_counter()
+            call(item)
+            timings.append((time.perf_counter() - start) * 1000)
+    timings.sort()
+    return timings[len(timings) // 2], timings[int(len(timings) * 0.95)]
+
+
+def bench_semantic_latency(sizes: list[int]) -> None:
+    """The offline path with semantic recall, on stores of real texts whose vectors are
+    already stored (computed once per distinct text here: computing them is measured on
+    its own, as memories per second)."""
+    if not semantic.available():
+        print(f"\n== semantic recall: not measured ({semantic.unavailable_reason()})")
+        return
+    recall_dev = EVAL / "recall_dev"
+    turns = [
+        [{"role": "user", "content": m} for m in q["messages"]]
+        for q in load_queries(recall_dev / "queries.jsonl")
+    ]
+    texts = eval_texts()[:256]
+    encoder = semantic.encoder()
+    print("\n== semantic recall (recall_dev queries; Chinese ones take the keyword path)")
+    with tempfile.TemporaryDirectory() as work:
+        with real_text_store(Path(work) / "index.db", len(texts), texts) as store:
+            start = time.perf_counter()
+            semantic.index_store(store)
+            rate = len(texts) / (time.perf_counter() - start)
+            # Memory ids are 1, 2, ... in the order of creation, in each of these stores.
+            vectors = {i: v for i, _, v in store.live_vectors(semantic.MODEL_NAME) if v}
+        print(f"  computing vectors: {rate:.0f} memories/s ({len(texts)} memories)")
+        for size in sizes:
+            with real_text_store(Path(work) / f"semantic-{size}.db", size, texts) as store:
+                rows = [(i + 1, 1, vectors[(i % len(texts)) + 1]) for i in range(size)]
+                store.save_vectors(semantic.MODEL_NAME, rows)
+                p50, p95 = percentiles(lambda turn: memstore_offline(store, turn), turns)
+            print(f"  real texts   {size:>7,} memories: p50 {p50:.2f} ms  p95 {p95:.2f} ms")
+    for words in (10, 50, 200):
+        text = " ".join(["deploy"] * words)
+        encoder.encode([text])
+        start = time.perf_counter()
+        for _ in range(10):
+            encoder.encode([text])
+        elapsed = (time.perf_counter() - start) * 100
+        print(f"  encoding a {words}-word text: {elapsed:.1f} ms")
 
 
 def main() -> None:
@@ -197,6 +257,7 @@ def main() -> None:
     )
     if not args.no_latency:
         bench_latency([1_000, 10_000] if args.quick else [1_000, 10_000, 100_000])
+        bench_semantic_latency([1_000, 10_000] if args.quick else [1_000, 10_000, 100_000])
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from memstore.search import segment
 
 # Head of migrations/versions; tests check that it matches the Alembic script directory.
 # Comparing against it lets an up-to-date database open without importing Alembic.
-SCHEMA_HEAD = "0003"
+SCHEMA_HEAD = "0004"
 VERSION_TABLE = "memstore_alembic_version"
 BUSY_TIMEOUT_MS = 15_000
 

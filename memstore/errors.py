@@ -101,3 +101,7 @@ class CannotUndo(MemstoreError):
 
 class ConsolidationRefused(MemstoreError):
     """The model's consolidation was not applied; the message says why."""
+
+
+class ModelFetchFailed(MemstoreError):
+    """The semantic model's files could not be fetched or did not verify."""

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, NamedTuple, cast
 
-from sqlalchemy import JSON, Column, Index, Table, text
+from sqlalchemy import JSON, Column, ForeignKey, Index, Integer, LargeBinary, Table, text
 from sqlmodel import Field, SQLModel
 
 
@@ -104,6 +104,20 @@ class ExportedFile(SQLModel, table=True):
     size: int
     mtime_ns: int
     exported_at: str
+
+
+class MemoryVector(SQLModel, table=True):
+    """Semantic recall's vector of a live memory (float32 bytes), from its description and
+    body at `memory_version`: derived data, recomputed when either changes."""
+
+    __tablename__ = "memory_vector"
+
+    memory_id: int = Field(
+        sa_column=Column(Integer, ForeignKey("memory.id", ondelete="CASCADE"), primary_key=True)
+    )
+    model: str
+    memory_version: int
+    vector: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
 
 
 # Core views of the tables: the store reads and writes with Core statements, which are an

@@ -71,6 +71,8 @@ class SearchHit:
     # Keyword recall: the words of the text the memory has (an equivalent says which word
     # it stands for).
     matched: tuple[str, ...] = ()
+    # Semantic recall: the cosine similarity of the memory to the text.
+    similarity: float | None = None
 
 
 class PendingEvent(NamedTuple):
@@ -638,6 +640,42 @@ class MemoryStore:
             ).fetchall()
         records = [_raw_record(columns, values) for values in rows]
         return {record.id: record for record in records}
+
+    # -- semantic recall's vectors: derived data, like the FTS index, not history ------------
+
+    def change_mark(self) -> tuple[Any, ...]:
+        """A value that changes whenever a memory is created, changed, deleted or restored
+        (each sets updated_at or deleted_at): cheap enough to check before every recall."""
+        with self._sqlite() as connection:
+            row = connection.execute(
+                "SELECT count(*), max(updated_at), max(deleted_at) FROM memory"
+            ).fetchone()
+        return tuple(row)
+
+    def live_vectors(self, model: str) -> list[tuple[int, int, bytes | None]]:
+        """(id, version, vector) of each live memory; the vector is None when there is none
+        for its current version and this model."""
+        with self._sqlite() as connection:
+            return connection.execute(
+                "SELECT m.id, m.version, v.vector FROM memory AS m"
+                " LEFT JOIN memory_vector AS v ON v.memory_id = m.id"
+                " AND v.model = ? AND v.memory_version = m.version"
+                " WHERE m.deleted_at IS NULL ORDER BY m.id",
+                (model,),
+            ).fetchall()
+
+    def save_vectors(self, model: str, rows: Sequence[tuple[int, int, bytes]]) -> None:
+        """Store (memory id, its version, vector) rows, replacing older ones, in one
+        transaction."""
+        try:
+            with self._writer.begin() as connection:
+                connection.exec_driver_sql(
+                    "INSERT OR REPLACE INTO memory_vector"
+                    " (memory_id, model, memory_version, vector) VALUES (?, ?, ?, ?)",
+                    [(memory_id, model, version, vector) for memory_id, version, vector in rows],
+                )
+        except OperationalError as error:
+            raise StoreUnavailable(f"database {self.path} is unavailable: {error.orig}") from error
 
     @contextmanager
     def _sqlite(self) -> Iterator[sqlite3.Connection]:

@@ -20,6 +20,32 @@ if TYPE_CHECKING:
 MemctlRunner = Callable[..., subprocess.CompletedProcess[str]]
 
 
+@pytest.fixture(autouse=True)
+def _semantic_recall_only_where_asked(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Semantic recall is off unless a test is marked `semantic`: the keyword path's tests
+    pin its exact choices, and a model in the user's cache must not change them. memctl
+    subprocesses inherit the setting."""
+    if request.node.get_closest_marker("semantic") is None:
+        monkeypatch.setenv("MEMSTORE_SEMANTIC", "off")
+
+
+@pytest.fixture
+def semantic_model() -> Path:
+    """The semantic model's folder, for tests marked `semantic`. Without the model (or
+    numpy) they are skipped, unless MEMSTORE_REQUIRE_SEMANTIC=1 (CI sets it, after
+    `memctl semantic fetch`): there a missing model fails them."""
+    from memstore import semantic
+
+    reason = semantic.unavailable_reason()
+    if reason is not None:
+        if os.environ.get("MEMSTORE_REQUIRE_SEMANTIC") == "1":
+            pytest.fail(f"semantic recall is required but unavailable: {reason}")
+        pytest.skip(f"semantic recall unavailable: {reason}")
+    return semantic.model_folder()
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[MemoryStore]:
     with MemoryStore(tmp_path / "memstore.db", actor="test") as opened:

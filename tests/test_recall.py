@@ -255,6 +255,7 @@ def test_memctl_recall_offline_and_through_the_model(
                 "name": "user-tabs",
                 "score": None,
                 "matched": [],
+                "similarity": None,
                 "description": "Four spaces, never tabs",
             }
         ],

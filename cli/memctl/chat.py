@@ -359,9 +359,11 @@ def _show_recall(agent: Agent, events: TerminalEvents) -> None:
     for name in result.names:
         score = result.scores.get(name)
         matched = ", ".join(result.matched.get(name, ()))
+        near = result.similarity.get(name)
         events.line(
             f"  {name}"
             + (f"  score {score:.2f}" if score is not None else "")
+            + (f"  similar {near:.2f}" if near is not None else "")
             + (f"  matched: {matched}" if matched else "")
         )
 

