@@ -101,9 +101,11 @@ def _basic_words(text: str) -> list[str]:
 
 
 def _is_control(char: str) -> bool:
+    """Dropped, as BERT drops them: every "C" category (control, format, private use,
+    unassigned) but the whitespace ones."""
     if char in "\t\n\r":
         return False
-    return unicodedata.category(char) in ("Cc", "Cf")
+    return unicodedata.category(char).startswith("C")
 
 
 def _is_punctuation(char: str) -> bool:

@@ -105,3 +105,7 @@ class ConsolidationRefused(MemstoreError):
 
 class ModelFetchFailed(MemstoreError):
     """The semantic model's files could not be fetched or did not verify."""
+
+
+class SemanticUnavailable(MemstoreError):
+    """Semantic recall cannot run: its model's files do not load."""

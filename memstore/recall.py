@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from memstore import semantic
+from memstore.errors import SemanticUnavailable
 from memstore.lexicon import lexicon
 from memstore.llm import ModelUnavailable, ask_text, small_model_name
 from memstore.models import MemoryRecord, MemorySummary
@@ -417,9 +418,13 @@ def offline_recall(
     if limit <= 0 or not focus or _HAN_CHARACTER.search(focus) or not semantic.available():
         return keyword_recall(store, text, limit), False
     hits = keyword_recall(store, text, max(limit, SEMANTIC_CANDIDATES))
-    if not hits:  # below the relevance floor
-        return [], True
-    near = semantic.similarities(store, focus)
+    if not hits:  # below the relevance floor: nothing, and the encoder need not run
+        return [], False
+    try:
+        near = semantic.similarities(store, focus)
+    except SemanticUnavailable as error:  # the model's files do not load: said once
+        log.warning("recall: semantic recall is off: %s", error)
+        return hits[:limit], False
     best_bm25 = max(hits[0].score, 1e-9)
     by_words = {hit.memory.id: hit for hit in hits}
     nearest = sorted(near, key=lambda i: (-near[i], i))[:SEMANTIC_CANDIDATES]
@@ -525,7 +530,9 @@ def memory_catalog(store: MemoryStore, text: str, limit: int) -> list[MemorySumm
     summaries = store.summaries()
     if len(summaries) <= limit:
         return summaries
-    hits, _ = offline_recall(store, text, CATALOG_RELATED_ENTRIES)
+    hits, _ = offline_recall(
+        store, text, CATALOG_RELATED_ENTRIES, newest=text[-SEMANTIC_TEXT_MAX_CHARS:]
+    )
     related = [hit.memory.name for hit in hits]
     by_name = {summary.name: summary for summary in summaries}
     chosen = [by_name[name] for name in related if name in by_name]

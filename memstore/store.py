@@ -16,7 +16,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Session, col
 from sqlmodel import select as orm_select
 
-from memstore.db import insert_rows, open_database, writer
+from memstore.db import BUSY_TIMEOUT_MS, insert_rows, open_database, writer
 from memstore.errors import (
     MemoryExists,
     MemoryNotFound,
@@ -644,12 +644,11 @@ class MemoryStore:
     # -- semantic recall's vectors: derived data, like the FTS index, not history ------------
 
     def change_mark(self) -> tuple[Any, ...]:
-        """A value that changes whenever a memory is created, changed, deleted or restored
-        (each sets updated_at or deleted_at): cheap enough to check before every recall."""
+        """A value that changes whenever a memory is created (the count), or changed,
+        deleted or restored (each bumps its version): cheap enough for every recall, and
+        unlike timestamps it does not depend on the clock."""
         with self._sqlite() as connection:
-            row = connection.execute(
-                "SELECT count(*), max(updated_at), max(deleted_at) FROM memory"
-            ).fetchone()
+            row = connection.execute("SELECT count(*), total(version) FROM memory").fetchone()
         return tuple(row)
 
     def live_vectors(self, model: str) -> list[tuple[int, int, bytes | None]]:
@@ -664,18 +663,28 @@ class MemoryStore:
                 (model,),
             ).fetchall()
 
-    def save_vectors(self, model: str, rows: Sequence[tuple[int, int, bytes]]) -> None:
+    def save_vectors(
+        self, model: str, rows: Sequence[tuple[int, int, bytes]], *, wait_ms: int = 100
+    ) -> None:
         """Store (memory id, its version, vector) rows, replacing older ones, in one
-        transaction."""
-        try:
-            with self._writer.begin() as connection:
-                connection.exec_driver_sql(
+        transaction. Waits at most `wait_ms` for another writer: vectors are derived data
+        that a recall may as well keep unsaved than wait for."""
+        with self._sqlite() as connection:
+            connection.execute(f"PRAGMA busy_timeout = {int(wait_ms)}")
+            try:
+                connection.execute("BEGIN IMMEDIATE")
+                connection.executemany(
                     "INSERT OR REPLACE INTO memory_vector"
                     " (memory_id, model, memory_version, vector) VALUES (?, ?, ?, ?)",
                     [(memory_id, model, version, vector) for memory_id, version, vector in rows],
                 )
-        except OperationalError as error:
-            raise StoreUnavailable(f"database {self.path} is unavailable: {error.orig}") from error
+                connection.execute("COMMIT")
+            except sqlite3.Error as error:
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+                raise StoreUnavailable(f"database {self.path} is unavailable: {error}") from error
+            finally:
+                connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
     @contextmanager
     def _sqlite(self) -> Iterator[sqlite3.Connection]:

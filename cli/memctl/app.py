@@ -22,7 +22,7 @@ from memctl.render import (
     print_json,
     print_table,
 )
-from memstore.errors import InvalidMemory, MemstoreError
+from memstore.errors import InvalidMemory, MemstoreError, SemanticUnavailable
 from memstore.models import MemoryRecord
 from memstore.store import MemoryStore
 
@@ -254,7 +254,7 @@ def recall_command(
     with _store() as store:
         result = recall([{"role": "user", "content": text}], limit, store=store, client=client)
         memories = {name: store.find(name) for name in result.names}
-    if client is None and not offline and result.path == "keyword":
+    if client is None and not offline and result.path.startswith("keyword"):
         result.reason = "no ANTHROPIC_API_KEY set"
     if json:
         print_json(
@@ -307,6 +307,11 @@ def semantic_status(json: JsonOption = False) -> None:
     from memstore import semantic
 
     reason = semantic.unavailable_reason()
+    if reason is None:
+        try:
+            semantic.encoder()  # that the files load, not only that they are there
+        except SemanticUnavailable as error:
+            reason = str(error)
     with _store() as store:
         rows = store.live_vectors(semantic.MODEL_NAME)
     status = {
