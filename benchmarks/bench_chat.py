@@ -8,6 +8,10 @@ does what a real one does besides: recall and the injected block, the system pro
 MEMORY.md index, the compression pipeline over a growing history (tool calls included), the
 injected copy and cache marks, and the transcript written (and fsynced) as it grows.
 
+With semantic recall available (see README), the keyword path is fused with it, over
+vectors computed before the turns (their one-time cost is bench_recall's); MEMSTORE_SEMANTIC=off
+measures the keyword path alone.
+
 Overhead = a turn's wall time minus the time inside the model call (SDK + localhost + the
 scripted server) and inside tools (bash runs real processes; that is the work, not overhead).
 
@@ -31,6 +35,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.bench_recall import eval_texts, real_text_store
+from memstore import semantic
 from memstore.agent.loop import Agent, SessionFiles
 from memstore.agent.memory import AgentMemory
 from memstore.agent.tools import Workspace
@@ -84,6 +89,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as work, scripted_server() as server:
         root = Path(work)
         store = real_text_store(root / "memstore.db", arguments.memories, eval_texts())
+        if semantic.available():
+            semantic.index_store(store)
+        print(f"semantic recall: {semantic.unavailable_reason() or 'on'}")
         client = make_client(api_key="bench", base_url=server.url)
         assert client is not None
         (root / "workspace").mkdir()

@@ -108,6 +108,8 @@ def run_set(label: str, stores: list[tuple[Path, Path]], per_query: bool) -> Non
         for i, (memories, queries_path) in enumerate(stores):
             with MemoryStore(Path(work) / f"{i}.db") as store:
                 import_memories(store, memories)
+                if "+semantic" in METHODS:  # scored with every vector in place
+                    semantic.index_store(store)
                 for query in load_queries(queries_path):
                     messages = [{"role": "user", "content": m} for m in query["messages"]]
                     for name, method in METHODS.items():
@@ -153,11 +155,12 @@ def real_text_store(path: Path, count: int, texts: list[tuple[str, str]]) -> Mem
     return store
 
 
-def eval_texts() -> list[tuple[str, str]]:
+def eval_texts(root: Path = EVAL) -> list[tuple[str, str]]:
+    """(description, body) of the memories of the evaluation sets, or of one folder of them."""
     from memstore.files import parse_memory_text
 
     texts = []
-    for path in sorted(EVAL.glob("*/**/memories/*.md")):
+    for path in sorted(root.glob("**/memories/*.md")):
         parsed = parse_memory_text(path.read_text(encoding="utf-8"))
         texts.append((str(parsed.metadata["description"]), parsed.body))
     return texts
@@ -206,14 +209,16 @@ def bench_semantic_latency(sizes: list[int]) -> None:
     if not semantic.available():
         print(f"\n== semantic recall: not measured ({semantic.unavailable_reason()})")
         return
-    recall_dev = EVAL / "recall_dev"
+    # The questions of one LoCoMo conversation over stores of its memories (repeated): in
+    # English, and all about the memories, so that each one runs the encoder.
+    conversation = EVAL / "locomo_dev" / "conv-26"
     turns = [
         [{"role": "user", "content": m} for m in q["messages"]]
-        for q in load_queries(recall_dev / "queries.jsonl")
+        for q in load_queries(conversation / "queries.jsonl")
     ]
-    texts = eval_texts()[:256]
+    texts = eval_texts(conversation)
     encoder = semantic.encoder()
-    print("\n== semantic recall (recall_dev queries; Chinese ones take the keyword path)")
+    print(f"\n== keyword+semantic recall latency ({conversation.name}'s questions and memories)")
     with tempfile.TemporaryDirectory() as work:
         with real_text_store(Path(work) / "index.db", len(texts), texts) as store:
             start = time.perf_counter()

@@ -25,7 +25,7 @@ import tempfile
 import threading
 import zipfile
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -256,6 +256,37 @@ class _Vectors:
     # Each memory's vector and the version it is of: what the table had, or what this
     # process computed (kept even when it could not be saved).
     known: dict[int, tuple[int, bytes]]
+    row_of: dict[int, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.row_of = {memory_id: row for row, memory_id in enumerate(self.ids)}
+
+
+@dataclass(frozen=True)
+class Nearness:
+    """How near each live memory is to a text: cosine similarity, -1 to 1."""
+
+    vectors: _Vectors
+    scores: np.ndarray
+
+    def of(self, memory_id: int) -> float:
+        row = self.vectors.row_of.get(memory_id)
+        return 0.0 if row is None else float(self.scores[row])
+
+    def nearest(self, count: int) -> list[int]:
+        """The ids of the `count` nearest memories, nearest first (ties: lower id first)."""
+        import numpy as np
+
+        if count <= 0 or not self.vectors.ids:
+            return []
+        rows = np.arange(len(self.scores))
+        if count < len(rows):  # a partial sort: only the best need ordering
+            rows = np.argpartition(-self.scores, count - 1)[:count]
+        ids = self.vectors.ids
+        return sorted((ids[row] for row in rows), key=lambda i: (-self.of(i), i))
+
+    def by_id(self) -> dict[int, float]:
+        return dict(zip(self.vectors.ids, self.scores.tolist(), strict=True))
 
 
 # Per database file: the live memories' vectors, and the store's change mark they are of.
@@ -264,16 +295,13 @@ _vectors: dict[Path, _Vectors] = {}
 _warned: set[tuple[Path, str]] = set()
 
 
-def similarities(store: MemoryStore, text: str) -> dict[int, float]:
-    """The cosine similarity of `text` to each live memory, by id. Computes and stores
-    the vectors of memories that have none yet (or an outdated one), at most
-    VECTORS_PER_RECALL of them; the others score 0 until then."""
+def similarities(store: MemoryStore, text: str) -> Nearness:
+    """How near `text` is to each live memory. Computes and stores the vectors of memories
+    that have none yet (or an outdated one), at most VECTORS_PER_RECALL of them; the others
+    score 0 until then."""
     vectors = _live_vectors(store, VECTORS_PER_RECALL)
-    if not vectors.ids:
-        return {}
     query = encoder().encode([text])[0]
-    scores = vectors.matrix @ query
-    return dict(zip(vectors.ids, scores.tolist(), strict=True))
+    return Nearness(vectors, vectors.matrix @ query)
 
 
 def index_store(store: MemoryStore) -> int:

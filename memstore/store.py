@@ -644,12 +644,11 @@ class MemoryStore:
     # -- semantic recall's vectors: derived data, like the FTS index, not history ------------
 
     def change_mark(self) -> tuple[Any, ...]:
-        """A value that changes whenever a memory is created (the count), or changed,
-        deleted or restored (each bumps its version): cheap enough for every recall, and
-        unlike timestamps it does not depend on the clock."""
+        """A value that changes whenever a memory is created, changed, deleted or restored:
+        every such write appends to the history, whose last id this is. One index lookup,
+        cheap enough for every recall, and unlike timestamps it does not depend on the clock."""
         with self._sqlite() as connection:
-            row = connection.execute("SELECT count(*), total(version) FROM memory").fetchone()
-        return tuple(row)
+            return tuple(connection.execute("SELECT max(id) FROM memory_event").fetchone())
 
     def live_vectors(self, model: str) -> list[tuple[int, int, bytes | None]]:
         """(id, version, vector) of each live memory; the vector is None when there is none

@@ -113,7 +113,7 @@ def test_recall_says_the_path_and_the_similarity(nate: MemoryStore) -> None:
     assert result.path == "keyword+semantic"
     # The older message still counts as words (movies), the newest one is compared in meaning.
     assert result.names == ["user-movies", "user-pets-joy", "user-dog"]
-    near = semantic.similarities(nate, "What pets does Nate have?")
+    near = semantic.similarities(nate, "What pets does Nate have?").by_id()
     by_name = {nate.get(name).id: name for name in result.names}
     assert result.similarity == pytest.approx({by_name[i]: near[i] for i in by_name})
 
@@ -153,14 +153,14 @@ def _stored(store: MemoryStore) -> dict[int, int]:
 
 def test_vectors_are_stored_once_and_follow_changes(nate: MemoryStore) -> None:
     assert _stored(nate) == {}
-    before = semantic.similarities(nate, "a dog")
+    before = semantic.similarities(nate, "a dog").by_id()
     assert _stored(nate) == {memory_id: 1 for memory_id in before}
     dog = nate.get("user-dog")
     assert max(before, key=lambda i: before[i]) == dog.id
 
     # Changed: its vector is computed again, for the new text; the others are kept.
     nate.update("user-dog", description="Nate plays chess on Sundays", body="At the club.")
-    after = semantic.similarities(nate, "a dog")
+    after = semantic.similarities(nate, "a dog").by_id()
     assert _stored(nate)[dog.id] == 2
     assert after[dog.id] < before[dog.id] - 0.2
     assert {i: round(s, 5) for i, s in after.items() if i != dog.id} == {
@@ -169,15 +169,15 @@ def test_vectors_are_stored_once_and_follow_changes(nate: MemoryStore) -> None:
 
     # Deleted: no longer compared; restored: compared again.
     nate.delete("user-dog")
-    assert dog.id not in semantic.similarities(nate, "a dog")
+    assert dog.id not in semantic.similarities(nate, "a dog").by_id()
     nate.restore("user-dog")
-    assert dog.id in semantic.similarities(nate, "a dog")
+    assert dog.id in semantic.similarities(nate, "a dog").by_id()
 
 
 def test_vectors_computed_elsewhere_are_read_not_recomputed(
     nate: MemoryStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    first = semantic.similarities(nate, "a dog")
+    first = semantic.similarities(nate, "a dog").by_id()
     semantic._vectors.clear()  # another process: nothing in memory, all in the table
 
     def compute(store: MemoryStore, missing: list[tuple[int, int]]) -> dict[int, bytes]:
@@ -185,7 +185,7 @@ def test_vectors_computed_elsewhere_are_read_not_recomputed(
         return {}
 
     monkeypatch.setattr(semantic, "_compute", compute)
-    again = semantic.similarities(nate, "a dog")
+    again = semantic.similarities(nate, "a dog").by_id()
     assert again == pytest.approx(first, abs=1e-6)
 
 
@@ -203,7 +203,7 @@ def test_a_busy_database_does_not_make_recall_wait_and_vectors_are_kept(
         # A later recall in this process neither computes them again nor waits again.
         monkeypatch.setattr(semantic.encoder(), "encode", _encode_queries_only(semantic.encoder()))
         nate_id = nate.get("user-dog").id
-        assert semantic.similarities(nate, "a dog")[nate_id] > 0.3
+        assert semantic.similarities(nate, "a dog").by_id()[nate_id] > 0.3
     finally:
         connection.rollback()
         connection.close()
@@ -344,11 +344,11 @@ def test_a_recall_computes_a_bounded_number_of_vectors(
     nate: MemoryStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr(semantic, "VECTORS_PER_RECALL", 4)
-    first = semantic.similarities(nate, "a dog")
+    first = semantic.similarities(nate, "a dog").by_id()
     assert len(_stored(nate)) == 4
     assert sum(score == 0.0 for score in first.values()) == 2  # no vector yet: unrelated
     assert "2 memories have no vector yet" in caplog.text
-    second = semantic.similarities(nate, "a dog")
+    second = semantic.similarities(nate, "a dog").by_id()
     assert len(_stored(nate)) == 6
     assert all(score != 0.0 for score in second.values())
     assert caplog.text.count("no vector yet") == 1
@@ -429,3 +429,36 @@ def test_without_a_key_recall_says_so_on_the_semantic_path_too(
     memctl("add", "user-dog", "-t", "user", "-d", "Nate adopted a dog named Max", "-b", "x")
     shown = memctl("recall", "Nate's dog", env={"ANTHROPIC_API_KEY": ""})
     assert shown.stderr.startswith("keyword+semantic recall (no ANTHROPIC_API_KEY set): 1")
+
+
+def test_import_of_many_memories_says_to_index(
+    memctl: MemctlRunner, semantic_model: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "memories"
+    folder.mkdir()
+    for i in range(semantic.VECTORS_PER_RECALL + 1):
+        (folder / f"note-{i}.md").write_text(
+            f"---\nname: note-{i}\ndescription: Note {i}\ntype: project\n---\n\nBody {i}.\n",
+            encoding="utf-8",
+        )
+    off = memctl("import", str(folder), env={"MEMSTORE_SEMANTIC": "off"})
+    assert off.returncode == 0, off.stderr
+    assert "no vector" not in off.stderr
+    (folder / "note-0.md").write_text(
+        "---\nname: note-0\ndescription: Note 0\ntype: project\n---\n\nChanged.\n",
+        encoding="utf-8",
+    )
+    done = memctl("import", str(folder))
+    assert "1 updated" in done.stderr
+    assert "semantic recall: 65 memories have no vector yet" in done.stderr
+    assert "no vector yet" not in memctl("import", str(folder)).stderr  # nothing changed
+
+
+def test_nearest_orders_the_best_and_breaks_ties_by_id(nate: MemoryStore) -> None:
+    near = semantic.similarities(nate, "a dog")
+    scores = near.by_id()
+    everything = sorted(scores, key=lambda i: (-scores[i], i))
+    assert near.nearest(2) == everything[:2]
+    assert near.nearest(100) == everything
+    assert near.nearest(0) == []
+    assert near.of(10_000) == 0.0  # no such memory

@@ -664,6 +664,23 @@ def import_command(
         f"{verb} {directory}: {len(report.created)} created, {len(report.updated)} updated, "
         f"{len(report.unchanged)} unchanged, {len(report.problems)} skipped"
     )
+    if not dry_run and (report.created or report.updated):
+        _hint_semantic_index()
+
+
+def _hint_semantic_index() -> None:
+    """After an import: say when semantic recall would compute many vectors a few at a time."""
+    from memstore import semantic
+
+    if not semantic.available():
+        return
+    with _store() as store:
+        missing = sum(v is None for _, _, v in store.live_vectors(semantic.MODEL_NAME))
+    if missing > semantic.VECTORS_PER_RECALL:
+        _err(
+            f"semantic recall: {missing} memories have no vector yet; `memctl semantic index`"
+            " computes them now (recalls compute them a few at a time)"
+        )
 
 
 def _progress_printer() -> Callable[[int, int], None]:
