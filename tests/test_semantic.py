@@ -15,7 +15,7 @@ import pytest
 
 from memstore import semantic
 from memstore.embedding import SentenceEncoder
-from memstore.errors import ModelFetchFailed
+from memstore.errors import ModelFetchFailed, StoreUnavailable
 from memstore.recall import keyword_recall, offline_recall, recall
 from memstore.store import MemoryStore
 from tests.conftest import MemctlRunner
@@ -180,7 +180,9 @@ def test_vectors_computed_elsewhere_are_read_not_recomputed(
     first = semantic.similarities(nate, "a dog").by_id()
     semantic._vectors.clear()  # another process: nothing in memory, all in the table
 
-    def compute(store: MemoryStore, missing: list[tuple[int, int]]) -> dict[int, bytes]:
+    def compute(
+        store: MemoryStore, missing: list[tuple[int, int]], must_save: bool = False
+    ) -> dict[int, bytes]:
         assert missing == [], "vectors were computed again"
         return {}
 
@@ -199,17 +201,54 @@ def test_a_busy_database_does_not_make_recall_wait_and_vectors_are_kept(
         hits, used = offline_recall(nate, "What pets does Nate have?", 2)
         waited = time.perf_counter() - started
         assert used and [hit.memory.name for hit in hits] == ["user-pets-joy", "user-dog"]
-        assert "vectors kept unsaved in this process" in caplog.text
+        assert "vectors kept unsaved for now" in caplog.text
         # A later recall in this process neither computes them again nor waits again.
-        monkeypatch.setattr(semantic.encoder(), "encode", _encode_queries_only(semantic.encoder()))
-        nate_id = nate.get("user-dog").id
-        assert semantic.similarities(nate, "a dog").by_id()[nate_id] > 0.3
+        with monkeypatch.context() as patch:
+            patch.setattr(semantic.encoder(), "encode", _encode_queries_only(semantic.encoder()))
+            dog = nate.get("user-dog").id
+            assert semantic.similarities(nate, "a dog").by_id()[dog] > 0.3
     finally:
         connection.rollback()
         connection.close()
     assert waited < 5  # the busy timeout of a write is 15 s; vectors wait 0.1 s
     assert _stored(nate) == {}
+    # Once the database is free (and the pause is over), they are saved with the next ones.
+    monkeypatch.setattr(semantic, "SAVE_RETRY_AFTER_S", 0.0)
+    semantic._save_paused_until.clear()
+    nate.create("user-cat", "user", "Nate has no cat", "x")
+    semantic.similarities(nate, "a dog")
+    assert len(_stored(nate)) == 7
     assert caplog.text.count("kept unsaved") == 1
+
+
+def test_index_fails_in_one_line_when_it_cannot_save(
+    nate: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(semantic, "BUSY_TIMEOUT_MS", 200)
+    connection = sqlite3.connect(nate.path)
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(StoreUnavailable, match="is unavailable: database is locked"):
+            semantic.index_store(nate)
+    finally:
+        connection.rollback()
+        connection.close()
+    assert semantic.index_store(nate) == 6  # the computed vectors are saved now
+    assert len(_stored(nate)) == 6
+
+
+def test_memories_unrelated_in_words_and_meaning_do_not_fill_the_slots(
+    store: MemoryStore, semantic_model: Path
+) -> None:
+    with store.transaction() as tx:
+        tx.create("project-cache", "project", "The cache layer uses Redis", "Since 2023.")
+        tx.create("user-cat", "user", "The cat likes fish", "Every morning.")
+        tx.create("user-garden", "user", "Tomatoes grow in the garden", "In summer.")
+        tx.create("project-db", "project", "Postgres is the main database", "Version 16.")
+    hits, used = offline_recall(store, "Which database backs the cache layer?", 5)
+    assert used
+    names = [hit.memory.name for hit in hits]
+    assert names[0] == "project-cache" and "user-cat" not in names and "user-garden" not in names
 
 
 def _encode_queries_only(encoder: SentenceEncoder) -> Callable[[list[str]], np.ndarray]:
