@@ -265,6 +265,7 @@ class _Vectors:
     # The store's change mark they are of, and whether every live memory has its vector.
     mark: tuple[Any, ...]
     complete: bool
+    # The live memories that have a vector, and their vectors, one row each.
     ids: list[int]
     matrix: np.ndarray
     # Each memory's vector and the version it is of: what the table had, or what this
@@ -278,14 +279,15 @@ class _Vectors:
 
 @dataclass(frozen=True)
 class Nearness:
-    """How near each live memory is to a text: cosine similarity, -1 to 1."""
+    """How near each live memory is to a text: cosine similarity, -1 to 1; None for a
+    memory without a vector yet (or not live), which is not known to be unrelated."""
 
     vectors: _Vectors
     scores: np.ndarray
 
-    def of(self, memory_id: int) -> float:
+    def of(self, memory_id: int) -> float | None:
         row = self.vectors.row_of.get(memory_id)
-        return 0.0 if row is None else float(self.scores[row])
+        return None if row is None else float(self.scores[row])
 
     def nearest(self, count: int) -> list[int]:
         """The ids of the `count` nearest memories, nearest first (ties: lower id first)."""
@@ -296,10 +298,11 @@ class Nearness:
         rows = np.arange(len(self.scores))
         if count < len(rows):  # a partial sort: only the best need ordering
             rows = np.argpartition(-self.scores, count - 1)[:count]
-        ids = self.vectors.ids
-        return sorted((ids[row] for row in rows), key=lambda i: (-self.of(i), i))
+        ids, scores = self.vectors.ids, self.scores
+        return [ids[row] for row in sorted(rows, key=lambda row: (-scores[row], ids[row]))]
 
     def by_id(self) -> dict[int, float]:
+        """Each memory that has a vector, and its similarity."""
         return dict(zip(self.vectors.ids, self.scores.tolist(), strict=True))
 
 
@@ -361,13 +364,17 @@ def _live_vectors(store: MemoryStore, budget: int | None, must_save: bool = Fals
             "missing",
             f"{len(left)} memories have no vector yet; `memctl semantic index` computes them",
         )
-    ids = [memory_id for memory_id, _, _ in rows]
-    matrix = np.zeros((len(rows), encoder().dimension), dtype=np.float32)
-    for i, (memory_id, version, _) in enumerate(rows):
-        vector_version, vector = known.get(memory_id, (None, b""))
-        if vector_version == version:
-            matrix[i] = np.frombuffer(vector, dtype="<f4")
-    live = set(ids)
+    # Only memories with a vector of their current version are compared.
+    current = [
+        (memory_id, known[memory_id][1])
+        for memory_id, version, _ in rows
+        if known.get(memory_id, (None,))[0] == version
+    ]
+    ids = [memory_id for memory_id, _ in current]
+    matrix = np.zeros((len(current), encoder().dimension), dtype=np.float32)
+    for row, (_, vector) in enumerate(current):
+        matrix[row] = np.frombuffer(vector, dtype="<f4")
+    live = {memory_id for memory_id, _, _ in rows}
     # The mark is read before the rows: a change in between is seen at the next recall.
     fresh = _Vectors(mark, not left, ids, matrix, {i: v for i, v in known.items() if i in live})
     with _lock:

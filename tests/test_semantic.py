@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from memstore import recall as recall_module
 from memstore import semantic
 from memstore.embedding import SentenceEncoder
 from memstore.errors import ModelFetchFailed, StoreUnavailable
@@ -385,11 +386,11 @@ def test_a_recall_computes_a_bounded_number_of_vectors(
     monkeypatch.setattr(semantic, "VECTORS_PER_RECALL", 4)
     first = semantic.similarities(nate, "a dog").by_id()
     assert len(_stored(nate)) == 4
-    assert sum(score == 0.0 for score in first.values()) == 2  # no vector yet: unrelated
+    assert len(first) == 4  # the other two have no vector yet: not compared
     assert "2 memories have no vector yet" in caplog.text
     second = semantic.similarities(nate, "a dog").by_id()
     assert len(_stored(nate)) == 6
-    assert all(score != 0.0 for score in second.values())
+    assert len(second) == 6
     assert caplog.text.count("no vector yet") == 1
 
 
@@ -500,4 +501,24 @@ def test_nearest_orders_the_best_and_breaks_ties_by_id(nate: MemoryStore) -> Non
     assert near.nearest(2) == everything[:2]
     assert near.nearest(100) == everything
     assert near.nearest(0) == []
-    assert near.of(10_000) == 0.0  # no such memory
+    assert near.of(10_000) is None  # no such memory
+
+
+def test_a_memory_far_in_meaning_is_left_out_even_with_a_shared_word(
+    store: MemoryStore, semantic_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with store.transaction() as tx:
+        tx.create("user-style", "user", "User wants 4-space indentation in Python code", "x")
+        tx.create("project-db", "project", "The service keeps its code and data in Postgres", "x")
+    question = "how should I indent python code?"
+    assert [hit.memory.name for hit in keyword_recall(store, question, 5)] == [
+        "user-style",
+        "project-db",
+    ]
+    hits, used = offline_recall(store, question, 5)
+    assert used and [hit.memory.name for hit in hits] == ["user-style"]
+    # The best one is kept whatever its similarity: the relevance floor decides about it.
+    monkeypatch.setattr(recall_module, "SEMANTIC_KEEP", 0.99)
+    hits, _ = offline_recall(store, "Postgres migrations for the service data", 5)
+    assert [hit.memory.name for hit in hits] == ["project-db"]
+    assert hits[0].similarity is not None and hits[0].similarity < 0.99
