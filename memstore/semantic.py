@@ -63,8 +63,8 @@ MEMORY_TEXT = "{description}\n{body}"
 # Vectors computed per batch while indexing, and stored per transaction.
 INDEX_BATCH = 64
 # A recall computes at most this many missing vectors (a second or two here), so that the
-# first recall after importing thousands of memories does not stall; the others count as
-# unrelated in meaning until later recalls, or `memctl semantic index`, compute them.
+# first recall after importing thousands of memories does not stall; the others are ranked
+# by their words alone until later recalls, or `memctl semantic index`, compute them.
 VECTORS_PER_RECALL = 64
 
 
@@ -320,7 +320,7 @@ SAVE_RETRY_AFTER_S = 60.0
 def similarities(store: MemoryStore, text: str) -> Nearness:
     """How near `text` is to each live memory. Computes and stores the vectors of memories
     that have none yet (or an outdated one), at most VECTORS_PER_RECALL of them; the others
-    score 0 until then."""
+    are not compared until then."""
     vectors = _live_vectors(store, VECTORS_PER_RECALL)
     query = encoder().encode([text])[0]
     return Nearness(vectors, vectors.matrix @ query)
