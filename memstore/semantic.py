@@ -26,6 +26,7 @@ import threading
 import time
 import zipfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
     from memstore.store import MemoryStore
 
 log = logging.getLogger(__name__)
+
+Progress = Callable[[int, int], None]
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 # The files the encoder reads, with their SHA-256 and size: those of sentence-transformers'
@@ -326,15 +329,21 @@ def similarities(store: MemoryStore, text: str) -> Nearness:
     return Nearness(vectors, vectors.matrix @ query)
 
 
-def index_store(store: MemoryStore) -> int:
+def index_store(store: MemoryStore, progress: Progress | None = None) -> int:
     """Compute and save every missing vector, waiting for other writers as any write does;
-    how many were computed. StoreUnavailable when they cannot be saved."""
+    how many were computed. StoreUnavailable when they cannot be saved. `progress` is
+    called with (done, total) after each batch."""
     before = sum(vector is None for _, _, vector in store.live_vectors(MODEL_NAME))
-    _live_vectors(store, None, must_save=True)
+    _live_vectors(store, None, must_save=True, progress=progress)
     return before
 
 
-def _live_vectors(store: MemoryStore, budget: int | None, must_save: bool = False) -> _Vectors:
+def _live_vectors(
+    store: MemoryStore,
+    budget: int | None,
+    must_save: bool = False,
+    progress: Progress | None = None,
+) -> _Vectors:
     """The live memories' vectors, computing at most `budget` missing ones (None: all)."""
     import numpy as np
 
@@ -356,7 +365,7 @@ def _live_vectors(store: MemoryStore, budget: int | None, must_save: bool = Fals
         for memory_id, version, _ in reversed(rows)  # the newest memories first
         if known.get(memory_id, (None,))[0] != version
     ]
-    known.update(_compute(store, missing[:budget], must_save=must_save))
+    known.update(_compute(store, missing[:budget], must_save=must_save, progress=progress))
     left = [i for i, version in missing if known.get(i, (None,))[0] != version]
     if left:
         _warn_once(
@@ -383,7 +392,10 @@ def _live_vectors(store: MemoryStore, budget: int | None, must_save: bool = Fals
 
 
 def _compute(
-    store: MemoryStore, missing: list[tuple[int, int]], must_save: bool = False
+    store: MemoryStore,
+    missing: list[tuple[int, int]],
+    must_save: bool = False,
+    progress: Progress | None = None,
 ) -> dict[int, tuple[int, bytes]]:
     """Vectors of these memories (id, version), by id, each with the version whose text it
     was computed from. Saved batch by batch when the database lets us without waiting;
@@ -402,6 +414,8 @@ def _compute(
         ]
         computed.update((memory_id, (version, vector)) for memory_id, version, vector in rows)
         _save(store, key, rows, must_save)
+        if progress is not None:
+            progress(min(start + INDEX_BATCH, len(missing)), len(missing))
     if must_save and _unsaved.get(key):
         _save(store, key, [], must_save)
     return computed

@@ -182,7 +182,7 @@ def test_vectors_computed_elsewhere_are_read_not_recomputed(
     semantic._vectors.clear()  # another process: nothing in memory, all in the table
 
     def compute(
-        store: MemoryStore, missing: list[tuple[int, int]], must_save: bool = False
+        store: MemoryStore, missing: list[tuple[int, int]], **_: object
     ) -> dict[int, bytes]:
         assert missing == [], "vectors were computed again"
         return {}
@@ -262,8 +262,13 @@ def _encode_queries_only(encoder: SentenceEncoder) -> Callable[[list[str]], np.n
     return encode
 
 
-def test_index_store_computes_only_what_is_missing(nate: MemoryStore) -> None:
-    assert semantic.index_store(nate) == 6
+def test_index_store_computes_only_what_is_missing(
+    nate: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(semantic, "INDEX_BATCH", 4)
+    progress: list[tuple[int, int]] = []
+    assert semantic.index_store(nate, lambda done, total: progress.append((done, total))) == 6
+    assert progress == [(4, 6), (6, 6)]
     assert semantic.index_store(nate) == 0
     nate.update("user-movies", body="Also science fiction.")
     assert semantic.index_store(nate) == 1

@@ -360,9 +360,15 @@ def semantic_index() -> None:
     reason = semantic.unavailable_reason()
     if reason is not None:
         fail(f"semantic recall is off: {reason}")
+
+    def show(done: int, total: int) -> None:
+        sys.stderr.write(f"\rcomputing vectors: {done}/{total}")
+        if done == total:
+            sys.stderr.write("\n")
+
     started = time.perf_counter()
     with _store() as store:
-        computed = semantic.index_store(store)
+        computed = semantic.index_store(store, show if sys.stderr.isatty() else None)
     _err(f"computed {computed} vectors in {time.perf_counter() - started:.1f} s")
 
 
