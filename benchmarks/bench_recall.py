@@ -230,7 +230,7 @@ def bench_semantic_latency(sizes: list[int]) -> None:
         for size in sizes:
             with real_text_store(Path(work) / f"semantic-{size}.db", size, texts) as store:
                 rows = [(i + 1, 1, vectors[(i % len(texts)) + 1]) for i in range(size)]
-                store.save_vectors(semantic.MODEL_NAME, rows)
+                store.save_vectors(semantic.MODEL_NAME, rows, wait_ms=0)
                 p50, p95 = percentiles(lambda turn: memstore_offline(store, turn), turns)
             print(f"  real texts   {size:>7,} memories: p50 {p50:.2f} ms  p95 {p95:.2f} ms")
     for words in (10, 50, 200):

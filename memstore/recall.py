@@ -504,9 +504,9 @@ def recall(
         return Recall([], "none", reason="no recent user text")
     if store.count() == 0:
         return Recall([], "none", reason="no memories")
+    newest = recent_user_text(messages, turns=1)  # what is compared in meaning
     reason = "offline"
     if client is not None:
-        newest = recent_user_text(messages, turns=1)
         catalog = memory_catalog(store, text, SELECTION_CATALOG_MAX_ENTRIES, newest=newest)
         try:
             reply = ask_text(
@@ -524,9 +524,7 @@ def recall(
         except ValueError as error:
             reason = f"unusable model reply: {error}"
         log.warning("recall: model selection failed (%s); using keyword recall", reason)
-    hits, semantic_used = offline_recall(
-        store, text, max_items, newest=recent_user_text(messages, turns=1)
-    )  # fmt: skip
+    hits, semantic_used = offline_recall(store, text, max_items, newest=newest)
     return Recall(
         [h.memory.name for h in hits],
         "keyword+semantic" if semantic_used else "keyword",

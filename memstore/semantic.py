@@ -69,6 +69,8 @@ INDEX_BATCH = 64
 # first recall after importing thousands of memories does not stall; the others are ranked
 # by their words alone until later recalls, or `memctl semantic index`, compute them.
 VECTORS_PER_RECALL = 64
+# How long a recall waits for another writer to save vectors: it never waits long.
+RECALL_SAVE_WAIT_MS = 100
 
 
 def model_folder() -> Path:
@@ -333,9 +335,9 @@ def index_store(store: MemoryStore, progress: Progress | None = None) -> int:
     """Compute and save every missing vector, waiting for other writers as any write does;
     how many were computed. StoreUnavailable when they cannot be saved. `progress` is
     called with (done, total) after each batch."""
-    before = sum(vector is None for _, _, vector in store.live_vectors(MODEL_NAME))
+    present, live = store.vector_counts(MODEL_NAME)
     _live_vectors(store, None, must_save=True, progress=progress)
-    return before
+    return live - present
 
 
 def _live_vectors(
@@ -360,13 +362,17 @@ def _live_vectors(
     for memory_id, version, vector in rows:
         if vector is not None:
             known[memory_id] = (version, vector)
+
+    def current(memory_id: int, version: int) -> bool:
+        return memory_id in known and known[memory_id][0] == version
+
     missing = [
         (memory_id, version)
         for memory_id, version, _ in reversed(rows)  # the newest memories first
-        if known.get(memory_id, (None,))[0] != version
+        if not current(memory_id, version)
     ]
     known.update(_compute(store, missing[:budget], must_save=must_save, progress=progress))
-    left = [i for i, version in missing if known.get(i, (None,))[0] != version]
+    left = [i for i, version in missing if not current(i, version)]
     if left:
         _warn_once(
             key,
@@ -374,15 +380,10 @@ def _live_vectors(
             f"{len(left)} memories have no vector yet; `memctl semantic index` computes them",
         )
     # Only memories with a vector of their current version are compared.
-    current = [
-        (memory_id, known[memory_id][1])
-        for memory_id, version, _ in rows
-        if known.get(memory_id, (None,))[0] == version
-    ]
-    ids = [memory_id for memory_id, _ in current]
-    matrix = np.zeros((len(current), encoder().dimension), dtype=np.float32)
-    for row, (_, vector) in enumerate(current):
-        matrix[row] = np.frombuffer(vector, dtype="<f4")
+    ids = [memory_id for memory_id, version, _ in rows if current(memory_id, version)]
+    matrix = np.zeros((len(ids), encoder().dimension), dtype=np.float32)
+    for row, memory_id in enumerate(ids):
+        matrix[row] = np.frombuffer(known[memory_id][1], dtype="<f4")
     live = {memory_id for memory_id, _, _ in rows}
     # The mark is read before the rows: a change in between is seen at the next recall.
     fresh = _Vectors(mark, not left, ids, matrix, {i: v for i, v in known.items() if i in live})
@@ -436,10 +437,8 @@ def _save(
             _unsaved.setdefault(key, []).extend(pending)
         return
     try:
-        if must_save:
-            store.save_vectors(MODEL_NAME, pending, wait_ms=BUSY_TIMEOUT_MS)
-        else:
-            store.save_vectors(MODEL_NAME, pending)
+        wait_ms = BUSY_TIMEOUT_MS if must_save else RECALL_SAVE_WAIT_MS
+        store.save_vectors(MODEL_NAME, pending, wait_ms=wait_ms)
     except StoreUnavailable as error:
         with _lock:
             _unsaved.setdefault(key, []).extend(pending)

@@ -662,12 +662,25 @@ class MemoryStore:
                 (model,),
             ).fetchall()
 
+    def vector_counts(self, model: str) -> tuple[int, int]:
+        """How many live memories have a vector of their current version, and how many
+        live memories there are (counted in SQL: no vector is read)."""
+        with self._sqlite() as connection:
+            row = connection.execute(
+                "SELECT count(v.memory_id), count(*) FROM memory AS m"
+                " LEFT JOIN memory_vector AS v ON v.memory_id = m.id"
+                " AND v.model = ? AND v.memory_version = m.version"
+                " WHERE m.deleted_at IS NULL",
+                (model,),
+            ).fetchone()
+        return row[0], row[1]
+
     def save_vectors(
-        self, model: str, rows: Sequence[tuple[int, int, bytes]], *, wait_ms: int = 100
+        self, model: str, rows: Sequence[tuple[int, int, bytes]], *, wait_ms: int
     ) -> None:
         """Store (memory id, its version, vector) rows, replacing older ones, in one
-        transaction. Waits at most `wait_ms` for another writer: vectors are derived data
-        that a recall may as well keep unsaved than wait for."""
+        transaction, waiting at most `wait_ms` for another writer (semantic recall waits
+        little: vectors are derived data it may as well keep unsaved for a while)."""
         with self._sqlite() as connection:
             connection.execute(f"PRAGMA busy_timeout = {int(wait_ms)}")
             try:

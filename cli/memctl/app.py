@@ -313,14 +313,14 @@ def semantic_status(json: JsonOption = False) -> None:
         except SemanticUnavailable as error:
             reason = str(error)
     with _store() as store:
-        rows = store.live_vectors(semantic.MODEL_NAME)
+        present, live = store.vector_counts(semantic.MODEL_NAME)
     status = {
         "on": reason is None,
         "reason": reason or "",
         "model": semantic.MODEL_NAME,
         "folder": str(semantic.model_folder()),
-        "memories": len(rows),
-        "vectors": sum(vector is not None for _, _, vector in rows),
+        "memories": live,
+        "vectors": present,
     }
     if json:
         print_json(status)
@@ -681,7 +681,8 @@ def _hint_semantic_index() -> None:
     if not semantic.available():
         return
     with _store() as store:
-        missing = sum(v is None for _, _, v in store.live_vectors(semantic.MODEL_NAME))
+        present, live = store.vector_counts(semantic.MODEL_NAME)
+    missing = live - present
     if missing > semantic.VECTORS_PER_RECALL:
         _err(
             f"semantic recall: {missing} memories have no vector yet; `memctl semantic index`"
