@@ -28,10 +28,12 @@ from memstore.lexicon import lexicon
 from memstore.llm import ModelUnavailable, ask_text, small_model_name
 from memstore.models import MemoryRecord, MemorySummary
 from memstore.search import (
+    ENGLISH_STOPWORDS,
     HAN_CHARACTERS,
     MAX_TERMS,
     fts_phrase,
     index_tokens,
+    is_content_term,
     term_occurrences,
     token_sequence,
 )
@@ -45,31 +47,7 @@ log = logging.getLogger(__name__)
 RECENT_USER_TURNS = 3
 RECENT_TEXT_MAX_CHARS = 2_000
 
-# Function words that say nothing about which memory matters (English, and the filler of a
-# chat with a coding agent). Content words, even common ones (make, use, like, things), are
-# left to bm25's idf: dropping them too cost recall (recall_dev .910 -> .907, locomo_dev
-# recall@5 .648 -> .643 and hit@5 .737 -> .732).
-ENGLISH_STOPWORDS = frozenset(
-    """
-a about above after again against all am an and any are as at be because been before being
-below between both but by can could did do does doing down during each few for from further
-had has have having he her here hers herself him himself his how i if in into is it its
-itself just let me more most my myself no nor not now of off on once only or other our ours
-ourselves out over own same she should so some such than that the their theirs them
-themselves then there these they this those through to too under until up very was we were
-what when where which while who whom why will with would you your yours yourself yourselves
-i'm it's don't can't what's how's let's should've i've i'd i'll we're they're isn't aren't
-wasn't doesn't didn't won't wouldn't couldn't shouldn't also yes yeah ok okay please thanks
-thank hi hello hey could would might must shall may also still really maybe something
-anything
-""".split()  # noqa: SIM905  (a word list reads better as text)
-)
-# Han characters that carry grammar rather than topic; a bigram made only of them is noise.
-CHINESE_STOP_CHARACTERS = frozenset(
-    "的了是在我你他她它们这那有和就不也都要会吗呢吧啊怎么什个一把被给让到说对从还又很再能可以想请下上来去过后前里时为所如果但而且或者与及之其该此每些多少几哪谁啥呀哦嗯么样"
-)
 _HAN_CHARACTER = re.compile(f"[{HAN_CHARACTERS}]")
-_HAN_BIGRAM = re.compile(f'"([{HAN_CHARACTERS}])([{HAN_CHARACTERS}])"')
 
 
 def message_text(message: Mapping[str, Any]) -> str:
@@ -109,15 +87,7 @@ def recall_terms(text: str) -> list[str]:
     early and again at the end counts as new), in the order of the text."""
     kept = []
     for term in dict.fromkeys(reversed(term_occurrences(text))):
-        word = term.strip('"*')
-        if word in ENGLISH_STOPWORDS or (word.isascii() and len(word) < 2):
-            continue
-        han = _HAN_BIGRAM.fullmatch(term)
-        if han and all(c in CHINESE_STOP_CHARACTERS for c in han.groups()):
-            continue
-        # A lone Han character (a one-character run, as in "HTTP 的 ETag") is a stopword
-        # when it is a stop character, as a bigram of two of them is.
-        if word in CHINESE_STOP_CHARACTERS:
+        if not is_content_term(term):
             continue
         kept.append(term)
         if len(kept) == MAX_TERMS:

@@ -37,9 +37,9 @@ from memstore.models import (
 )
 from memstore.search import (
     match_expression,
-    query_terms,
     ranked_ids,
     ranked_matches,
+    search_terms,
 )
 from memstore.validation import (
     check_body,
@@ -605,9 +605,10 @@ class MemoryStore:
     def search(self, query: str, limit: int = 10) -> list[SearchHit]:
         """Live memories matching the words of `query`, best first (bm25).
 
-        All words must match; when nothing does, any word may.
+        All words must match; when nothing does, any word may. Stopwords are left out: a
+        query of only stopwords finds nothing.
         """
-        terms = query_terms(query)
+        terms = search_terms(query)
         if not terms or limit <= 0:
             return []
         return self._ranked(match_expression(terms), match_expression(terms, any_term=True), limit)

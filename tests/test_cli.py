@@ -211,3 +211,28 @@ def test_invalid_editor_text_is_kept_and_nothing_changes(
     kept = Path(done.stderr.strip().rsplit("kept in ", 1)[1])
     assert "type: preference" in kept.read_text()
     assert json.loads(memctl("show", "user-preference-tabs", "--json").stdout)["type"] == "user"
+
+
+def test_search_leaves_out_stopwords(memctl: MemctlRunner) -> None:
+    """Issue 11.9: stopwords are in every memory, so bm25 scored them 0.00 and `search "the"`
+    listed the whole store; a question listed memories that share only its stopwords."""
+    for name, body in [
+        ("tabs", "The user wants spaces, not tabs. How we format is up to the linter."),
+        ("fridays", "We do not ship on Fridays; that is the rule."),
+        ("k8s-cluster", "The kubernetes cluster runs in eu-west-1."),
+    ]:
+        done = memctl("add", name, "-t", "project", "-d", f"about {name}", "-b", body)
+        assert done.returncode == 0, done.stderr
+    only_stopwords = memctl("search", "the")
+    assert only_stopwords.returncode == 0 and only_stopwords.stdout == ""
+    assert only_stopwords.stderr.strip().splitlines() == [
+        "no searchable words in 'the': common words like 'the' or 'how' are not searched"
+    ]
+    assert json.loads(memctl("search", "how do we", "--json").stdout or "[]") == []
+    question = json.loads(
+        memctl("search", "how do we deploy the kubernetes cluster", "--json").stdout
+    )
+    assert [hit["name"] for hit in question] == ["k8s-cluster"]
+    assert question[0]["score"] > 0.01
+    nothing = memctl("search", "how do we deploy the database")
+    assert nothing.stdout == "" and "no memory matches" in nothing.stderr

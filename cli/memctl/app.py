@@ -224,6 +224,11 @@ def search(
     json: JsonOption = False,
 ) -> None:
     """Full-text search over name, description and body, best first."""
+    from memstore.search import search_terms
+
+    if not search_terms(query):
+        _err(f"no searchable words in {query!r}: common words like 'the' or 'how' are not searched")
+        return
     with _store() as store:
         hits = store.search(query, limit)
     if json:
