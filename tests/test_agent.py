@@ -14,6 +14,7 @@ import pytest
 from anthropic import Anthropic
 
 from memstore.agent import loop
+from memstore.agent.approval import ApprovalPolicy
 from memstore.agent.compact import (
     CompactionSettings,
     micro_compact,
@@ -240,8 +241,13 @@ def test_injection_goes_into_a_copy_of_the_current_message() -> None:
 
 
 def make_agent(
-    tmp_path: Path, client: Anthropic, store: MemoryStore | None = None, **settings: int
+    tmp_path: Path,
+    client: Anthropic,
+    store: MemoryStore | None = None,
+    approval: ApprovalPolicy | None = None,
+    **settings: int,
 ) -> Agent:
+    """An agent on tmp_path/work; every call runs unless `approval` says otherwise."""
     root = tmp_path / "work"
     root.mkdir(exist_ok=True)
     memory = (
@@ -256,6 +262,7 @@ def make_agent(
         session=SessionFiles(tmp_path / "session"),
         memory=memory,
         compaction=CompactionSettings(**settings),
+        approval=approval or ApprovalPolicy(skip_all=True),
     )
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from memctl.render import one_line, print_table
+from memstore.agent.approval import ApprovalPolicy
 from memstore.agent.compact import CompactionSettings
 from memstore.agent.loop import Agent, AgentFailed, SessionFiles
 from memstore.agent.memory import AgentMemory
@@ -171,11 +172,13 @@ def run_chat(
         agent = Agent(
             client,
             model=model,
-            workspace=Workspace(workspace),
+            workspace=Workspace(workspace, databases=[db]),
             session=session,
             memory=memory,
             events=events,
             compaction=CompactionSettings(context_budget_tokens=context_tokens),
+            # Until the REPL asks the user (its `repl` work), calls run as they did before.
+            approval=ApprovalPolicy(skip_all=True),
         )
         if resume is not None:
             messages, skipped = session.load()

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from memstore.agent.approval import ApprovalPolicy
 from memstore.agent.compact import (
     SUMMARY_PROMPT,
     CompactionSettings,
@@ -54,6 +55,8 @@ MAX_TOKENS = 8_000
 STREAM_RETRIES = 3
 STREAM_RETRY_DELAY_S = 1.0
 MAX_TOOL_ROUNDS = 50
+# Calls past this many in one reply are answered, not run: rounds are capped, and so are calls.
+MAX_CALLS_PER_REPLY = 32
 SUMMARY_MAX_TOKENS = 2_000
 BASE_INSTRUCTIONS = """\
 You are a coding agent working in the user's terminal, in the workspace {workspace}. Use \
@@ -169,12 +172,18 @@ class Agent:
         max_tokens: int = MAX_TOKENS,
         compaction: CompactionSettings | None = None,
         can_delegate: bool = True,
+        approval: ApprovalPolicy | None = None,
     ) -> None:
+        """`approval` decides which bash, write and edit calls run; without one, none does
+        (the REPL passes one that asks the user)."""
         self.client = client
         self.model = model
         self.workspace = workspace
         self.session = session
         self.memory = memory
+        if memory is not None:
+            workspace.protect_database(memory.store.path)
+        self.approval = approval or ApprovalPolicy()
         self.events: AgentEvents = events or SilentEvents()
         self.max_tokens = max_tokens
         self.compaction = compaction or CompactionSettings()
@@ -414,12 +423,15 @@ class Agent:
         calls = [block for block in content if block.get("type") == "tool_use"]
         results: list[dict[str, Any]] = []
         try:
-            for block in calls:
-                self.events.tool_call(block["name"], block.get("input") or {})
-                if block["name"] == "task" and any(t["name"] == "task" for t in self.tools):
-                    result = self._run_task(block.get("input"))
+            for number, block in enumerate(calls):
+                arguments = block.get("input")
+                self.events.tool_call(
+                    block["name"], arguments if isinstance(arguments, dict) else {}
+                )
+                if number >= MAX_CALLS_PER_REPLY:
+                    result = ToolResult(TOO_MANY_CALLS_RESULT, is_error=True)
                 else:
-                    result = self.workspace.run(block["name"], block.get("input"))
+                    result = self._run_call(block["name"], arguments)
                 self.events.tool_result(block["name"], result)
                 results.append(
                     {
@@ -443,6 +455,18 @@ class Agent:
         finally:
             self._append({"role": "user", "content": results})
 
+    def _run_call(self, name: str, arguments: Any) -> ToolResult:
+        """One call: checked, approved (or answered with the refusal's reason), run."""
+        if name == "task" and any(t["name"] == "task" for t in self.tools):
+            return self._run_task(arguments)
+        request = self.workspace.request(name, arguments)
+        if isinstance(request, ToolResult):  # it cannot run as given
+            return request
+        decision = self.approval.decide(request)
+        if not decision.allowed:
+            return ToolResult(decision.reason, is_error=True)
+        return self.workspace.run(name, arguments)
+
     def _run_task(self, arguments: Any) -> ToolResult:
         """Run a sub-agent on a self-contained task, in a fresh context; its answer is the
         result. It shares the workspace and the session folder, not the memory."""
@@ -460,6 +484,7 @@ class Agent:
             max_tokens=self.max_tokens,
             compaction=self.compaction,
             can_delegate=False,
+            approval=self.approval,
         )
         try:
             outcome = sub_agent.turn(prompt)
@@ -472,6 +497,10 @@ class Agent:
 
 
 INTERRUPTED_RESULT = "interrupted by the user"
+TOO_MANY_CALLS_RESULT = (
+    f"not run: too many tool calls in one reply (at most {MAX_CALLS_PER_REPLY} run); "
+    "ask for fewer at a time"
+)
 CUT_OFF_RESULT = (
     "not run: your reply was cut off (max_tokens) before this call was complete; "
     "call it again, smaller or in parts"

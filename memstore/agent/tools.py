@@ -23,13 +23,16 @@ import math
 import os
 import re
 import signal
+import stat
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
+
+from memstore.agent.approval import ToolRequest
 
 BASH_TIMEOUT_S = 120
 BASH_TIMEOUT_MAX_S = 600
@@ -38,6 +41,15 @@ BASH_TIMEOUT_MAX_S = 600
 BASH_OUTPUT_MAX_BYTES = 100_000_000
 OUTPUT_MAX_CHARS = 50_000
 READ_MAX_BYTES = 2_000_000
+# edit_file reads the whole file: larger ones are refused (bash has sed for them).
+EDIT_MAX_BYTES = 10_000_000
+# How much of a write or an edit the approval summary shows.
+SUMMARY_MAX_CHARS = 20_000
+# Folders the file tools never write, wherever they are: git's machinery (hooks, config) and
+# memstore's own (memories change through memory commands, which are audited).
+PROTECTED_FOLDERS = (".git", ".memory")
+# With a database file, what SQLite keeps beside it.
+DATABASE_SUFFIXES = ("", "-wal", "-shm", "-journal")
 GLOB_MAX_RESULTS = 500
 
 
@@ -122,8 +134,13 @@ TOOL_DEFINITIONS: list[dict[str, Any]] = [
 class Workspace:
     """The folder the agent works in, and the tools that act on it."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, databases: Iterable[Path] = ()) -> None:
+        """`databases`: memstore databases the tools must not touch, wherever they are
+        (their SQLite side files and the `sessions` folder beside them too)."""
         self.root = root.resolve()
+        self.off_limits: list[Path] = []
+        for database in databases:
+            self.protect_database(database)
         self._handlers: dict[str, Callable[..., str]] = {
             "bash": self.bash,
             "read_file": self.read_file,
@@ -132,21 +149,81 @@ class Workspace:
             "glob": self.glob,
         }
 
-    def run(self, name: str, arguments: Any) -> ToolResult:
-        """Run one tool call; every failure becomes an error result for the model.
+    def protect_database(self, database: Path) -> None:
+        database = database.resolve()
+        self.off_limits += [database.with_name(database.name + s) for s in DATABASE_SUFFIXES]
+        self.off_limits.append(database.parent / "sessions")
 
-        Only KeyboardInterrupt and SystemExit (not Exceptions) propagate."""
+    def request(self, name: str, arguments: Any) -> ToolRequest | ToolResult:
+        """The call as the user is asked about it, or the error result when it cannot run
+        as given (bad input, a path outside the workspace or protected)."""
+        try:
+            self._check(name, arguments)
+            return ToolRequest(
+                name,
+                arguments,
+                valid_text(self._summary(name, arguments)),
+                self._relative(name, arguments),
+            )
+        except ToolRefused as refusal:
+            return ToolResult(valid_text(str(refusal)), is_error=True)
+        except Exception as error:  # an OSError while resolving a path, for one
+            return ToolResult(valid_text(f"{name} failed: {error}"), is_error=True)
+
+    def _check(self, name: str, arguments: Any) -> None:
         handler = self._handlers.get(name)
         if handler is None:
-            return ToolResult(f"unknown tool {name!r}", is_error=True)
+            raise ToolRefused(f"unknown tool {name!r}")
         if not isinstance(arguments, dict):
-            return ToolResult("the tool input must be an object", is_error=True)
+            kind = type(arguments).__name__
+            raise ToolRefused(f"the tool input must be a JSON object, not {kind}")
         try:
             inspect.signature(handler).bind(**arguments)
         except TypeError as error:  # missing or unexpected arguments
-            return ToolResult(f"bad arguments for {name}: {error}", is_error=True)
+            raise ToolRefused(f"bad arguments for {name}: {error}") from None
+        texts = {
+            "bash": ("command",),
+            "write_file": ("path", "content"),
+            "edit_file": ("path", "old_text", "new_text"),
+        }
+        for key in texts.get(name, ()):
+            if not isinstance(arguments[key], str):
+                raise ToolRefused(f"{key} must be a string")
+        if name in ("write_file", "edit_file"):
+            self.path(arguments["path"], writing=True)
+
+    def _relative(self, name: str, arguments: dict[str, Any]) -> str:
+        if name not in ("write_file", "edit_file"):
+            return ""
+        return self.path(arguments["path"], writing=True).relative_to(self.root).as_posix()
+
+    def _summary(self, name: str, arguments: dict[str, Any]) -> str:
+        """Exactly what the call will run or write, for the user to approve."""
+        if name == "bash":
+            timeout = arguments.get("timeout")
+            return f"$ {arguments['command']}" + (f"\n(timeout {timeout} s)" if timeout else "")
+        if name == "write_file":
+            target = self.path(arguments["path"], writing=True)
+            content = arguments["content"]
+            what = "replace" if target.exists() else "create"
+            head = f"{what} {self._relative(name, arguments)} ({len(content):,} characters):"
+            return f"{head}\n{cap(content, SUMMARY_MAX_CHARS)}"
+        if name == "edit_file":
+            every = " (every match)" if arguments.get("replace_all") else ""
+            old = "\n".join("- " + line for line in arguments["old_text"].split("\n"))
+            new = "\n".join("+ " + line for line in arguments["new_text"].split("\n"))
+            head = f"edit {self._relative(name, arguments)}{every}:"
+            return f"{head}\n{cap(old, SUMMARY_MAX_CHARS // 2)}\n{cap(new, SUMMARY_MAX_CHARS // 2)}"
+        return f"{name} {arguments}"
+
+    def run(self, name: str, arguments: Any) -> ToolResult:
+        """Run one tool call; every failure becomes an error result for the model.
+        (Approval is the caller's: see memstore.agent.approval.)
+
+        Only KeyboardInterrupt and SystemExit (not Exceptions) propagate."""
         try:
-            return ToolResult(valid_text(handler(**arguments)))
+            self._check(name, arguments)
+            return ToolResult(valid_text(self._handlers[name](**arguments)))
         except ToolRefused as refusal:
             return ToolResult(valid_text(str(refusal)), is_error=True)
         except OSError as error:
@@ -157,8 +234,9 @@ class Workspace:
             text = f"{name} failed: {type(error).__name__}: {error}"
             return ToolResult(valid_text(text), is_error=True)
 
-    def path(self, given: Any) -> Path:
-        """The workspace path for `given`, refusing anything that resolves outside it.
+    def path(self, given: Any, *, writing: bool = False) -> Path:
+        """The workspace path for `given`, refusing anything that resolves outside it, and
+        memstore's own files (and, for a write, .git/ and .memory/).
 
         "~" is not expanded, and a path that starts with it is refused rather than taken as a
         folder of the workspace: the model almost certainly means a home folder."""
@@ -182,7 +260,35 @@ class Workspace:
                 f"refused: {given!r} is outside the workspace {self.root}; "
                 "only paths inside it can be read or written"
             )
+        if reason := self.protected(resolved, writing=writing):
+            raise ToolRefused(f"refused: {given!r} is {reason}")
         return resolved
+
+    def protected(self, resolved: Path, *, writing: bool) -> str:
+        """Why the file tools must not touch `resolved` ("" when they may). Compared without
+        case (a case-insensitive file system has one .git for .GIT and .Git), after symlinks
+        are resolved, and by inode for an existing file (a hard link to the database)."""
+        lowered = str(resolved).lower()
+        for path in self.off_limits:
+            if lowered == str(path).lower() or lowered.startswith(str(path).lower() + os.sep):
+                return "memstore's own data (its database or chat sessions), never a file tool's"
+        with contextlib.suppress(OSError):
+            status = resolved.stat()
+            for path in self.off_limits:
+                with contextlib.suppress(OSError):
+                    if os.path.samestat(status, path.stat()) and stat.S_ISREG(status.st_mode):
+                        return "a link to memstore's database, never a file tool's"
+        if not writing:
+            return ""
+        parts = [part.lower() for part in resolved.relative_to(self.root).parts]
+        if ".git" in parts:
+            return "inside .git/ (hooks, config): the file tools never write there"
+        if ".memory" in parts:
+            return (
+                "inside .memory/, memstore's own folder: memories change through memctl's "
+                "memory commands (audited), not file writes"
+            )
+        return ""
 
     # -- the tools --------------------------------------------------------------------------
 
@@ -268,15 +374,23 @@ class Workspace:
             raise ToolRefused(
                 f"content cannot be written as UTF-8 ({error.reason}); nothing written"
             ) from None
-        target = self.path(path)
+        target = self.path(path, writing=True)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+        # The folders made may hold a link now: check the final path again.
+        target = self.path(path, writing=True)
+        write_atomically(target, data)
         return f"wrote {len(data):,} bytes to {target.relative_to(self.root)}"
 
     def edit_file(self, path: str, old_text: str, new_text: str, replace_all: Any = False) -> str:
-        target = self.path(path)
+        target = self.path(path, writing=True)
         if not target.is_file():
             raise ToolRefused(f"{path}: no such file")
+        size = target.stat().st_size
+        if size > EDIT_MAX_BYTES:
+            raise ToolRefused(
+                f"{path} is {size:,} bytes; edit_file edits files up to {EDIT_MAX_BYTES:,} "
+                "bytes (use bash, e.g. sed, for larger ones); nothing changed"
+            )
         if not isinstance(old_text, str) or not old_text or not isinstance(new_text, str):
             raise ToolRefused("old_text must be non-empty text and new_text text")
         if replace_all is None:
@@ -284,7 +398,8 @@ class Workspace:
         if not isinstance(replace_all, bool):
             raise ToolRefused(f"replace_all must be true or false, got {replace_all!r}")
         try:
-            text = target.read_text(encoding="utf-8")
+            with target.open("rb") as handle:  # at most the cap, whatever it grew to since
+                text = handle.read(EDIT_MAX_BYTES + 1).decode("utf-8")
         except UnicodeDecodeError:
             raise ToolRefused(f"{path} is not UTF-8 text; nothing changed") from None
         matches = text.count(old_text)
@@ -301,7 +416,9 @@ class Workspace:
             raise ToolRefused(
                 f"new_text cannot be written as UTF-8 ({error.reason}); nothing changed"
             ) from None
-        target.write_bytes(edited)
+        if len(text) > EDIT_MAX_BYTES:
+            raise ToolRefused(f"{path} grew past {EDIT_MAX_BYTES:,} bytes; nothing changed")
+        write_atomically(target, edited)
         return f"replaced {matches} match{'es' if matches > 1 else ''} in {path}"
 
     def glob(self, pattern: str) -> str:
@@ -378,6 +495,42 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
         return re.compile("".join(out))
     except re.error as error:
         raise ToolRefused(f"invalid glob pattern {pattern!r}: {error}") from None
+
+
+def write_atomically(target: Path, data: bytes) -> None:
+    """Replace `target` with `data` so that a crash leaves the old file or the new one, never
+    a truncated one: a temporary file beside it, synced, given the old file's mode, renamed."""
+    try:
+        mode: int | None = stat.S_IMODE(target.stat().st_mode)
+    except FileNotFoundError:
+        mode = None  # a new file: the umask decides, as for any file created
+    for _ in range(100):
+        temporary = target.with_name(f".{target.name}.{os.urandom(4).hex()}.tmp")
+        try:
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise ToolRefused(f"cannot make a temporary file beside {target.name}")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+            if mode is not None:
+                os.fchmod(handle.fileno(), mode)
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    with contextlib.suppress(OSError):  # the rename itself survives a crash once synced
+        folder = os.open(target.parent, os.O_RDONLY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
 
 
 def whole_number(value: Any, name: str, *, minimum: int) -> int:

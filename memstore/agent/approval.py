@@ -1,0 +1,196 @@
+"""Whether a tool call may run: the user is asked before the agent acts.
+
+Read-only tools (read_file, glob, and task itself, whose sub-agent's calls go through the same
+policy) run without asking. bash, write_file and edit_file run only when an allow rule from the
+user's settings matches, when the user allowed such calls "always" earlier in this session, or
+when the dangerous opt-out (skip_all) is on; otherwise the policy's `ask` is called (the REPL
+shows the request and asks). Without `ask` (stdin is not a terminal) such a call is refused,
+with a reason that says how to allow it. The loop answers a refused call to the model as an
+error tool result carrying the reason.
+
+The allow-list lives in a user-level settings file, never in the workspace: a cloned repository
+must not be able to approve its own commands. Rules:
+
+    "bash"                 every command (as dangerous as skip_all for bash)
+    "bash(pytest *)"       a command matching the pattern, `*` standing for any text
+    "write_file"           every write; "write_file(src/**)" writes to paths matching the glob
+    "edit_file(*.md)"      edits of paths matching the glob (`*` within a name, `**` any folders)
+
+A bash pattern never matches a command holding shell control characters (; & | ` $ ( ) < > or
+a line break): `pytest *` must not approve `pytest; curl … | sh`. Such commands are asked about.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any
+
+from memstore.errors import MemstoreError
+
+# The command-line flag of the opt-out, named here so that refusals can mention it.
+SKIP_FLAG = "--dangerously-skip-approvals"
+SETTINGS_ENV = "MEMSTORE_SETTINGS"
+READ_ONLY_TOOLS = frozenset({"read_file", "glob", "task"})
+APPROVED_TOOLS = frozenset({"bash", "write_file", "edit_file"})
+_SHELL_CONTROL = re.compile(r"[;&|`$()<>\n\r]")
+_RULE = re.compile(r"^\s*(bash|write_file|edit_file)\s*(?:\((.*)\))?\s*$", re.S)
+
+
+@dataclass(frozen=True)
+class ToolRequest:
+    """One tool call as the user is asked about it. `summary` says exactly what will run or
+    be written; it is untrusted text (escape control characters to display it). `path` is
+    the workspace-relative path a file tool will write ("" for bash)."""
+
+    name: str
+    input: dict[str, Any]
+    summary: str
+    path: str = ""
+
+
+@dataclass(frozen=True)
+class Decision:
+    allowed: bool
+    reason: str = ""
+    # Allowed for the rest of the session: `ApprovalPolicy.session_rule` says what that covers.
+    always: bool = False
+
+
+Approver = Callable[[ToolRequest], Decision]
+
+
+class InvalidSettings(MemstoreError):
+    """The settings file cannot be read, or holds a rule that is not understood."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    tool: str
+    pattern: str | None = None  # None: every call of the tool
+
+    @classmethod
+    def parse(cls, text: str) -> Rule:
+        match = _RULE.match(text) if isinstance(text, str) else None
+        if match is None:
+            raise InvalidSettings(
+                f"allow rule {text!r} is not understood: write bash, bash(PATTERN), "
+                "write_file(GLOB) or edit_file(GLOB)"
+            )
+        pattern = match.group(2)
+        if pattern is not None and not pattern.strip():
+            raise InvalidSettings(f"allow rule {text!r} has an empty pattern")
+        return cls(match.group(1), None if pattern is None else pattern.strip())
+
+    def matches(self, request: ToolRequest) -> bool:
+        if request.name != self.tool:
+            return False
+        if self.pattern is None:
+            return True
+        if self.tool == "bash":
+            command = str(request.input.get("command", "")).strip()
+            return not _SHELL_CONTROL.search(command) and fnmatchcase(command, self.pattern)
+        from memstore.agent.tools import glob_regex
+
+        return bool(request.path) and glob_regex(self.pattern).fullmatch(request.path) is not None
+
+    def __str__(self) -> str:
+        return self.tool if self.pattern is None else f"{self.tool}({self.pattern})"
+
+
+@dataclass
+class ApprovalPolicy:
+    """What the user allows. One policy serves a session, sub-agents included, so that what
+    was allowed "always" holds for the rest of the session. `decide` returns a refusal's
+    reason as the text the model gets back."""
+
+    allow: list[Rule] = field(default_factory=list)
+    ask: Approver | None = None
+    skip_all: bool = False
+    # Rules the user granted "always" during this session.
+    granted: list[Rule] = field(default_factory=list)
+
+    def decide(self, request: ToolRequest) -> Decision:
+        if request.name not in APPROVED_TOOLS:
+            return Decision(True, "read-only")
+        if self.skip_all:
+            return Decision(True, f"approvals skipped ({SKIP_FLAG})")
+        for rule in [*self.allow, *self.granted]:
+            if rule.matches(request):
+                return Decision(True, f"allowed by {rule}")
+        if self.ask is None:
+            return Decision(False, self.no_terminal_reason(request))
+        decision = self.ask(request)
+        if not decision.allowed:
+            # The reason goes back to the model as the call's result.
+            why = decision.reason.strip() or "no reason given"
+            return Decision(False, f"not run: the user refused this call: {why}")
+        if decision.always:
+            self.granted.append(self.session_rule(request))
+        return decision
+
+    @staticmethod
+    def session_rule(request: ToolRequest) -> Rule:
+        """What "always for this session" allows: that exact command for bash, any path
+        for a file tool (protected paths stay refused)."""
+        if request.name == "bash":
+            command = str(request.input.get("command", "")).strip()
+            return _ExactCommand("bash", command)
+        return Rule(request.name)
+
+    @staticmethod
+    def no_terminal_reason(request: ToolRequest) -> str:
+        example = "bash(pytest *)" if request.name == "bash" else f"{request.name}(src/**)"
+        return (
+            f"not run: {request.name} needs the user's approval and there is no terminal to "
+            f"ask on; the user can allow it with a rule such as {example!r} in "
+            f"{settings_path()} or run with {SKIP_FLAG}"
+        )
+
+
+@dataclass(frozen=True)
+class _ExactCommand(Rule):
+    """A command allowed always in this session: that command only, shell characters and
+    all (the user saw it whole)."""
+
+    def matches(self, request: ToolRequest) -> bool:
+        command = str(request.input.get("command", "")).strip()
+        return request.name == "bash" and command == self.pattern
+
+    def __str__(self) -> str:
+        return f"bash command {self.pattern!r}"
+
+
+def settings_path() -> Path:
+    """The user's settings file: $MEMSTORE_SETTINGS, else $XDG_CONFIG_HOME/memstore/
+    settings.toml, else ~/.config/memstore/settings.toml."""
+    if given := os.environ.get(SETTINGS_ENV):
+        return Path(given)
+    config = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(config) / "memstore" / "settings.toml"
+
+
+def load_allow_rules(path: Path | None = None) -> list[Rule]:
+    """The allow rules of the settings file ([chat] allow = [...]); none when there is no
+    file. Raises InvalidSettings for a file that cannot be read or a rule not understood."""
+    path = path or settings_path()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return []
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise InvalidSettings(f"cannot read the settings file {path}: {error}") from None
+    chat = data.get("chat", {})
+    rules = chat.get("allow", []) if isinstance(chat, dict) else None
+    if not isinstance(rules, list):
+        raise InvalidSettings(f"{path}: [chat] allow must be a list of rules")
+    return parse_rules(rules)
+
+
+def parse_rules(texts: Iterable[Any]) -> list[Rule]:
+    return [Rule.parse(text) for text in texts]
