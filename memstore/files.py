@@ -113,6 +113,8 @@ def parse_memory_text(text: str) -> ParsedFile:
         metadata = _read_plain_frontmatter(front.strip("\n"))
         if metadata is None:
             metadata = yaml.load(front, Loader=_TextLoader)
+    except RecursionError:
+        raise UnreadableFile("frontmatter nests too deep to read") from None
     except yaml.YAMLError as error:
         metadata = _read_requoted_yaml(front)
         if metadata is None:
@@ -240,26 +242,30 @@ def _lenient_scalar(value: str) -> Any:
 
 
 FRONTMATTER_MAX_VALUES = 10_000
+FRONTMATTER_MAX_DEPTH = 32
 
 
 def _json_safe(value: Any) -> Any:
     """Unmodeled values are stored as JSON: keys become strings, odd YAML types text.
 
     YAML aliases let a few hundred bytes expand into millions of values; a frontmatter of
-    more than FRONTMATTER_MAX_VALUES values is refused.
+    more than FRONTMATTER_MAX_VALUES values is refused. So is one nested deeper than
+    FRONTMATTER_MAX_DEPTH: every later reader (JSON, YAML, the agent) recurses through it.
     """
     budget = [FRONTMATTER_MAX_VALUES]
 
-    def convert(item: Any) -> Any:
+    def convert(item: Any, depth: int = 0) -> Any:
         budget[0] -= 1
         if budget[0] < 0:
             raise UnreadableFile(
                 f"frontmatter has over {FRONTMATTER_MAX_VALUES:,} values (YAML aliases?)"
             )
+        if depth > FRONTMATTER_MAX_DEPTH and isinstance(item, Mapping | list | tuple):
+            raise UnreadableFile(f"frontmatter nests deeper than {FRONTMATTER_MAX_DEPTH} levels")
         if isinstance(item, Mapping):
-            return {str(k): convert(v) for k, v in item.items()}
+            return {str(k): convert(v, depth + 1) for k, v in item.items()}
         if isinstance(item, list | tuple):
-            return [convert(v) for v in item]
+            return [convert(v, depth + 1) for v in item]
         if item is None or isinstance(item, str | int | bool):
             return item
         return str(item)

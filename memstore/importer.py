@@ -7,8 +7,10 @@ and each normalisation is reported; only files that cannot be read as a memory a
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,11 +108,7 @@ def read_folder(
 
 
 def read_memory_file(path: Path, relative: str, default_type: str | None) -> ImportItem:
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_FILE_BYTES + 1)
-    except OSError as error:
-        raise UnreadableFile(f"cannot read: {error.strerror or error}") from None
+    raw = _read_regular_file(path)
     if len(raw) > MAX_FILE_BYTES:
         raise UnreadableFile(f"file is over the limit of {MAX_FILE_BYTES:,} bytes")
     try:
@@ -141,6 +139,34 @@ def read_memory_file(path: Path, relative: str, default_type: str | None) -> Imp
         sha256(raw),
         name_declared=name == given,
     )
+
+
+# Never through a link (it could point anywhere); never blocking on a FIFO's open.
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+
+
+def _read_regular_file(path: Path) -> bytes:
+    """The first MAX_FILE_BYTES + 1 bytes of a regular file; links, FIFOs, devices and
+    sockets are refused without being read (a FIFO would hang, a link could leave the folder)."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise UnreadableFile("a symbolic link; only regular files are imported") from None
+        raise UnreadableFile(f"cannot read: {error.strerror or error}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UnreadableFile("not a regular file; only regular files are imported")
+        chunks = []
+        left = MAX_FILE_BYTES + 1
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    except OSError as error:
+        raise UnreadableFile(f"cannot read: {error.strerror or error}") from None
+    finally:
+        os.close(fd)
 
 
 def _memory_type(
@@ -209,11 +235,15 @@ def _make_names_unique(items: list[ImportItem]) -> None:
     """Give every item its own name. Names given in files claim theirs first, so that adding
     a file with a derived name never takes the name of a memory another file declares."""
     taken: dict[str, str] = {}
+    # The next suffix to try per name: many files sharing a name cost one try each, not
+    # one per file already numbered.
+    next_number: dict[str, int] = {}
     for item in sorted(items, key=lambda i: not i.name_declared):
         if item.name in taken:
-            number = 2
+            number = next_number.get(item.name, 2)
             while with_suffix(item.name, number) in taken:
                 number += 1
+            next_number[item.name] = number + 1
             new_name = with_suffix(item.name, number)
             item.notes.append(
                 f"name {item.name!r} is also used by {taken[item.name]}; using {new_name!r}"
