@@ -12,9 +12,18 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import secrets
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
+
+try:
+    import fcntl
+except ImportError:  # Windows: exports into one folder are not serialised
+    fcntl = None  # type: ignore[assignment]
 
 from sqlalchemy import Row, select
 
@@ -60,6 +69,11 @@ def export_memories(
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise ExportFailed(f"cannot create {directory}: {error.strerror or error}") from None
+    with _folder_lock(directory):
+        return _export_locked(store, directory, force)
+
+
+def _export_locked(store: MemoryStore, directory: Path, force: bool) -> ExportResult:
     _remove_stale_temporaries(directory)
     key = directory_key(directory)
     live = memory_table.c.deleted_at.is_(None)
@@ -69,11 +83,7 @@ def export_memories(
     with store.engine.connect() as connection:
         memories = connection.execute(select(*summary_columns).where(live)).all()
         records = load_records(connection, key)
-    on_disk = {
-        entry.name: entry.stat()
-        for entry in os.scandir(directory)
-        if entry.name.endswith(".md") and entry.is_file(follow_symlinks=False)
-    }
+    on_disk = _markdown_files(directory)
     # Names and records come from a database file someone may have edited by hand: nothing
     # outside the rules may become a path.
     for memory in memories:
@@ -135,26 +145,85 @@ def export_memories(
 
     # The index goes last, so that it never lists a file that is not there yet.
     ordered = sorted(plan.writes, key=lambda name: name == INDEX_FILE_NAME)
-    stats = {name: on_disk[name] for name in plan.adopted}
+    applied = _Applied(stats={name: on_disk[name] for name in plan.adopted})
     contents = dict(plan.adopted)
     try:
-        for name in ordered:
-            stats[name] = _write_atomically(directory / name, plan.writes[name])
-            contents[name] = plan.writes[name]
-        for file_name in plan.removals:
-            (directory / file_name).unlink(missing_ok=True)
+        _write_all(directory, {name: plan.writes[name] for name in ordered}, plan.removals, applied)
     except OSError as error:
         # Remember what was written, so that the next export recognises it as its own.
-        _record_export(store, key, contents, stats, [], targets, records)
+        contents.update({name: plan.writes[name] for name in applied.written})
+        _record_export(store, key, contents, applied.stats, applied.removed, targets, records)
         where = error.filename or directory
         raise ExportFailed(f"cannot write {where}: {error.strerror or error}") from None
-    _record_export(store, key, contents, stats, [*plan.removals, *plan.forgotten], targets, records)
+    contents.update(plan.writes)
+    _record_export(
+        store, key, contents, applied.stats, [*plan.removals, *plan.forgotten], targets, records
+    )
     return ExportResult(
         directory,
         ordered,
         sorted(n for n in plan.removals if n in on_disk),
         plan.unchanged + len(plan.adopted),
     )
+
+
+@dataclass
+class _Applied:
+    """What an export changed in the folder so far."""
+
+    stats: dict[str, os.stat_result] = field(default_factory=dict)
+    written: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+
+
+def _write_all(
+    directory: Path, writes: dict[str, bytes], removals: list[str], applied: _Applied
+) -> None:
+    """Every new content goes to a temporary file first; only when all are written are they
+    renamed into place (in `writes`' order), so a full disk leaves every file old or new,
+    never half-written. When the temporaries do not fit, the files to remove go first (their
+    memories are gone; the space they free may be what the export needs) and it tries again."""
+    temporaries: dict[str, tuple[str, os.stat_result]] = {}
+    try:
+        try:
+            temporaries = _write_temporaries(directory, writes)
+        except OSError:
+            if not removals:
+                raise
+            _remove_files(directory, removals, applied)
+            temporaries = _write_temporaries(directory, writes)
+        for name in writes:
+            temporary, stat = temporaries.pop(name)
+            os.replace(temporary, directory / name)
+            applied.stats[name] = stat
+            applied.written.append(name)
+        _remove_files(directory, removals, applied)
+    finally:
+        for temporary, _ in temporaries.values():
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+
+
+def _write_temporaries(
+    directory: Path, writes: dict[str, bytes]
+) -> dict[str, tuple[str, os.stat_result]]:
+    made: dict[str, tuple[str, os.stat_result]] = {}
+    try:
+        for name, content in writes.items():
+            made[name] = _write_temporary(directory, name, content)
+    except BaseException:
+        for temporary, _ in made.values():
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+        raise
+    return made
+
+
+def _remove_files(directory: Path, names: list[str], applied: _Applied) -> None:
+    for name in names:
+        if name not in applied.removed:
+            (directory / name).unlink(missing_ok=True)
+            applied.removed.append(name)
 
 
 def _plan_file(
@@ -219,41 +288,95 @@ def _is_export_file_name(file_name: str) -> bool:
     return file_name.endswith(".md") and NAME_PATTERN.fullmatch(stem) is not None
 
 
-# What _write_atomically names its temporary files: `.<file>.<pid>.tmp`.
-_TEMPORARY = re.compile(r"\.(?P<file>.+)\.(?P<pid>[1-9][0-9]{0,9})\.tmp")
+# What _write_temporary names its temporary files: `.<file>.<pid>-<random>.tmp` (older
+# versions wrote `.<file>.<pid>.tmp`, which a planted link could predict).
+_TEMPORARY = re.compile(r"\.(?P<file>.+)\.(?P<pid>[1-9][0-9]{0,9})(?:-[0-9a-f]{16})?\.tmp")
+# A new file only: never through a link or onto a file someone put there.
+_CREATE_FLAGS = (
+    os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+)
 
 
-def _write_atomically(path: Path, content: bytes) -> os.stat_result:
-    """Write via a temporary file and a rename; the written file's stat."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+def _write_temporary(directory: Path, name: str, content: bytes) -> tuple[str, os.stat_result]:
+    """Write `content` to a new temporary file beside `name`; its path and stat (which the
+    rename keeps)."""
+    temporary = str(directory / f".{name}.{os.getpid()}-{secrets.token_hex(8)}.tmp")
+    fd = os.open(temporary, _CREATE_FLAGS, 0o666)
     try:
-        with open(temporary, "wb") as handle:
+        with open(fd, "wb", closefd=True) as handle:
             handle.write(content)
             handle.flush()
             stat = os.fstat(handle.fileno())
-        os.replace(temporary, path)
     except BaseException:
-        temporary.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
         raise
-    return stat
+    return temporary, stat
 
 
 def _remove_stale_temporaries(directory: Path) -> None:
     """Delete the temporary files of exports that were killed mid-write (SIGKILL, power
-    loss). Only files named as _write_atomically names them, for an export file name, and
-    only when the process in the name is gone: a live export's file is never touched."""
+    loss): entries named as _write_temporary names them, for an export file name, whose
+    process is gone, whatever they are (a link is removed, not followed). A live export's
+    file is never touched."""
     for entry in os.scandir(directory):
         match = _TEMPORARY.fullmatch(entry.name)
         if (
             match is None
             or not _is_export_file_name(match["file"])
-            or not entry.is_file(follow_symlinks=False)
+            or entry.is_dir(follow_symlinks=False)
             or _process_exists(int(match["pid"]))
         ):
             continue
         # Cleaning up is a courtesy: the export itself does not need it.
         with contextlib.suppress(OSError):
             os.unlink(entry.path)
+
+
+def _markdown_files(directory: Path) -> dict[str, os.stat_result]:
+    """The folder's regular `*.md` files and their stat; links and others are not ours."""
+    found = {}
+    for entry in os.scandir(directory):
+        if not entry.name.endswith(".md"):
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            stat = entry.stat(follow_symlinks=False)
+            if S_ISREG(stat.st_mode):
+                found[entry.name] = stat
+    return found
+
+
+# How long an export waits for another one into the same folder to finish.
+LOCK_WAIT_SECONDS = 30.0
+
+
+@contextlib.contextmanager
+def _folder_lock(directory: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the folder itself (flock on its descriptor: no lock file
+    for anyone to commit), so that two exports into one folder run one after the other."""
+    if fcntl is None:
+        yield
+        return
+    try:
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError as error:
+        raise ExportFailed(f"cannot open {directory}: {error.strerror or error}") from None
+    try:
+        deadline = time.monotonic() + LOCK_WAIT_SECONDS
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise ExportFailed(
+                        f"another export into {directory} has been running for over "
+                        f"{LOCK_WAIT_SECONDS:.0f} s; try again when it ends"
+                    ) from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def _process_exists(pid: int) -> bool:

@@ -8,10 +8,16 @@ links and FIFOs, and `memctl` as a subprocess where the user would see the outco
 from __future__ import annotations
 
 import os
+import resource
+import signal
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
 
+from memstore.exporter import export_memories
 from memstore.importer import import_memories
 from memstore.store import MemoryStore
 from tests.conftest import MemctlRunner, write
@@ -126,3 +132,153 @@ def test_many_files_sharing_a_name_get_distinct_names(store: MemoryStore, tmp_pa
     report = import_memories(store, folder)
     assert sorted(report.created) == sorted(["same", *(f"same-{n}" for n in range(2, 302))])
     assert store.get("same-3").description == "about same-3"
+
+
+# -- export -------------------------------------------------------------------------------------
+
+
+def fill(store: MemoryStore, count: int, body: str = "a body") -> None:
+    with store.transaction() as tx:
+        for i in range(count):
+            tx.create(f"note-{i}", "project", f"note {i}", f"{body} {i}")
+
+
+def dead_pid() -> int:
+    finished = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return int(finished.stdout)
+
+
+@posix_only
+def test_export_never_writes_through_a_planted_temporary_link(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    fill(store, 2)
+    out = tmp_path / "out"
+    out.mkdir()
+    victims = {}
+    # Where an export in this process used to put its temporary files, and a dead one's.
+    for pid in (os.getpid(), dead_pid()):
+        for name in ("MEMORY.md", "note-0.md"):
+            victim = write(tmp_path / f"victim-{pid}-{name}", "keep me")
+            (out / f".{name}.{pid}.tmp").symlink_to(victim)
+            victims[victim] = pid
+    fifo = out / f".note-1.md.{dead_pid()}.tmp"
+    os.mkfifo(fifo)
+
+    export_memories(store, out)
+
+    for victim in victims:
+        assert victim.read_text() == "keep me"
+    assert (out / "note-0.md").read_text().startswith("---\nname: note-0\n")
+    assert not os.path.islink(out / "note-0.md")
+    # The stale entries of a dead process are gone (links, not their targets; the FIFO too).
+    left = sorted(p.name for p in out.iterdir() if p.name.endswith(".tmp"))
+    assert left == sorted(f".{n}.{os.getpid()}.tmp" for n in ("MEMORY.md", "note-0.md"))
+    assert not os.path.lexists(fifo)
+
+
+def test_two_exports_into_one_folder_at_once_both_succeed(tmp_path: Path) -> None:
+    with MemoryStore(tmp_path / "memstore.db") as store:
+        fill(store, 150)
+    out = tmp_path / "out"
+    errors: list[BaseException] = []
+
+    def export_repeatedly(round_: int) -> None:
+        try:
+            with MemoryStore(tmp_path / "memstore.db") as own:
+                for _ in range(3):
+                    export_memories(own, out, force=True)
+        except BaseException as error:  # reported by the assertion below
+            errors.append(error)
+
+    for round_ in range(3):
+        with MemoryStore(tmp_path / "memstore.db") as store, store.transaction() as tx:
+            for memory in tx.live_memories():
+                tx.update(memory, body=f"{memory.body} round {round_}")
+        threads = [threading.Thread(target=export_repeatedly, args=(round_,)) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+    assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
+    with MemoryStore(tmp_path / "memstore.db") as store:
+        assert export_memories(store, out).written == []
+        assert (out / "note-7.md").read_text().endswith("round 2\n")
+
+
+def test_two_memctl_exports_at_once_end_cleanly(memctl: MemctlRunner, tmp_path: Path) -> None:
+    with MemoryStore(tmp_path / ".memory" / "memstore.db") as store:
+        fill(store, 200)
+    environment = {**os.environ, "NO_COLOR": "1"}
+    environment.pop("MEMCTL_DB", None)
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "memctl", "export"],
+            cwd=tmp_path,
+            env=environment,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    outcomes = [(run.wait(timeout=120), run.communicate()[1]) for run in runs]
+    for code, stderr in outcomes:
+        assert "Traceback" not in stderr
+        assert code == 0 or len(stderr.strip().splitlines()) == 1, stderr
+    assert any(code == 0 for code, _ in outcomes)
+    assert len(list((tmp_path / ".memory").glob("note-*.md"))) == 200
+
+
+FILE_SIZE_LIMIT = 64 * 1024
+
+
+def _limit_file_size() -> None:
+    """In the child: a file may not grow past FILE_SIZE_LIMIT; writes past it fail with
+    EFBIG (SIGXFSZ ignored), as writes on a full disk fail with ENOSPC."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
+
+
+@posix_only
+def test_export_on_a_full_disk_leaves_the_folder_consistent_and_recovers(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / ".memory"
+    with MemoryStore(out / "memstore.db") as store:
+        fill(store, 3)
+        export_memories(store, out)
+        before = {p.name: p.read_bytes() for p in out.glob("*.md")}
+        store.update("note-0", body="changed")
+        store.delete("note-2")
+        store.create("big", "project", "too big to write", "x" * (FILE_SIZE_LIMIT + 1000))
+    environment = {**os.environ, "NO_COLOR": "1"}
+    environment.pop("MEMCTL_DB", None)
+    failed = subprocess.run(
+        [sys.executable, "-m", "memctl", "export"],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        preexec_fn=_limit_file_size,
+        timeout=120,
+    )
+    assert failed.returncode != 0
+    assert failed.stderr.startswith("memctl: error: cannot write ")
+    assert len(failed.stderr.strip().splitlines()) == 1, failed.stderr
+    # Every file is whole: as it was, or gone with its deleted memory; no temporaries left.
+    assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
+    for path in out.glob("*.md"):
+        assert path.read_bytes() == before[path.name]
+    # With room again, the next export finishes the job without --force.
+    with MemoryStore(out / "memstore.db") as store:
+        result = export_memories(store, out)
+        assert "big.md" in result.written and "note-0.md" in result.written
+        assert not (out / "note-2.md").exists()
+        assert export_memories(store, out).written == []
