@@ -26,6 +26,9 @@ class ScriptedReply:
     # For a streamed request: an error event sent after the first text, as the real API
     # does when it is overloaded in the middle of an answer.
     midstream_error: dict[str, Any] | None = None
+    # For a streamed request: seconds to wait after the first text, with the answer begun
+    # (a test presses Ctrl-C then).
+    pause: float = 0.0
 
 
 def message_reply(
@@ -87,6 +90,13 @@ def truncated_stream_reply(text: str = "This answer stops short") -> ScriptedRep
     return reply
 
 
+def paused_reply(text: str, seconds: float) -> ScriptedReply:
+    """Streamed: the first 20 characters of `text`, a pause of `seconds`, then the rest."""
+    reply = text_reply(text)
+    reply.pause = seconds
+    return reply
+
+
 def error_reply(status: int, kind: str, message: str = "scripted failure") -> ScriptedReply:
     return ScriptedReply(status, {"type": "error", "error": {"type": kind, "message": message}})
 
@@ -125,19 +135,23 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.delay:
             time.sleep(reply.delay)
         streamed = bool(payload.get("stream")) and reply.status == 200
-        data = (
+        parts = (
             _events(reply.body, reply.midstream_error)
             if streamed
-            else json.dumps(reply.body).encode()
+            else [json.dumps(reply.body).encode()]
         )
         try:
             self.send_response(reply.status)
             self.send_header(
                 "content-type", "text/event-stream" if streamed else "application/json"
             )
-            self.send_header("content-length", str(len(data)))
+            self.send_header("content-length", str(sum(map(len, parts))))
             self.end_headers()
-            self.wfile.write(data)
+            for index, part in enumerate(parts):
+                if index and reply.pause:
+                    time.sleep(reply.pause)
+                self.wfile.write(part)
+                self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (a timeout test)
 
@@ -145,9 +159,10 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-def _events(message: dict[str, Any], error: dict[str, Any] | None = None) -> bytes:
-    """A message as the stream of server-sent events the real API sends for it; with
-    `error`, the stream breaks off with that error event after the first text delta."""
+def _events(message: dict[str, Any], error: dict[str, Any] | None = None) -> list[bytes]:
+    """A message as the stream of server-sent events the real API sends for it, in two
+    parts: up to the first text delta, and the rest. With `error`, the stream breaks off
+    with that error event after the first text delta."""
     usage = message["usage"]
     events: list[dict[str, Any]] = [
         {
@@ -174,7 +189,7 @@ def _events(message: dict[str, Any], error: dict[str, Any] | None = None) -> byt
                 delta = {"type": "text_delta", "text": text[start : start + 20]}
                 events.append({"type": "content_block_delta", "index": index, "delta": delta})
                 if error is not None:
-                    return _encode([*events, error])
+                    return [_encode([*events, error])]
         else:
             events.append(
                 {
@@ -194,7 +209,10 @@ def _events(message: dict[str, Any], error: dict[str, Any] | None = None) -> byt
         }
     )
     events.append({"type": "message_stop"})
-    return _encode(events)
+    first_text = next(
+        (i + 1 for i, e in enumerate(events) if e["type"] == "content_block_delta"), len(events)
+    )
+    return [_encode(events[:first_text]), _encode(events[first_text:])]
 
 
 def _encode(events: list[dict[str, Any]]) -> bytes:

@@ -3,11 +3,23 @@
 from __future__ import annotations
 
 import json
+import stat
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.anthropic_server import AnthropicServer, error_reply, text_reply, tool_reply
+import pytest
+
+from tests.anthropic_server import (
+    AnthropicServer,
+    error_reply,
+    paused_reply,
+    text_reply,
+    tool_reply,
+)
 from tests.conftest import MemctlRunner
+from tests.terminal import Terminal
 
 PREFERENCE = {
     "name": "user-indentation",
@@ -307,3 +319,184 @@ def test_recall_command_says_why_the_keyword_path_chose_each_memory(
     assert done.returncode == 0, done.stderr
     assert "keyword recall (unusable model reply" in done.stdout
     assert "  project-deploy  score " in done.stdout and "matched: deploy" in done.stdout
+
+
+# -- the terminal: a real pty, keys typed as a person types them ----------------------------
+
+
+@pytest.fixture
+def terminal(tmp_path: Path, anthropic_server: AnthropicServer) -> Iterator[Any]:
+    """Start `memctl chat ARGS` on a pseudo-terminal (one per test), at the prompt."""
+    opened: list[Terminal] = []
+
+    def start(*args: str, rows: int = 40) -> Terminal:
+        term = Terminal(["chat", *args], cwd=tmp_path, env=model_env(anthropic_server), rows=rows)
+        opened.append(term)
+        term.wait_for("›")
+        return term
+
+    yield start
+    for term in opened:
+        term.close()
+
+
+def user_texts(server: AnthropicServer) -> list[str]:
+    """The newest user message of each of the agent's calls, as the model got it."""
+    return [texts(call["messages"][-1]) for call in main_calls(server)]
+
+
+def test_a_pasted_block_of_lines_is_one_message(
+    terminal: Any, anthropic_server: AnthropicServer
+) -> None:
+    anthropic_server.script(text_reply("Got all three lines."))
+    term = terminal("--no-memory")
+    term.paste("first line\nsecond line\nthird line")
+    term.type("\r")
+    term.wait_for("Got all three lines.")
+    term.type("\x04")  # Ctrl-D at an empty prompt ends the session
+    assert term.finish() == 0
+    assert user_texts(anthropic_server) == ["first line\nsecond line\nthird line"]
+
+
+def test_a_multi_line_message_can_be_typed(
+    terminal: Any, anthropic_server: AnthropicServer
+) -> None:
+    anthropic_server.script(text_reply("One message."))
+    term = terminal("--no-memory")
+    # A line ending in a backslash goes on; Esc then Enter starts a new line too.
+    term.type("first\\\rsecond\x1b\rthird\r")
+    term.wait_for("One message.")
+    term.type("/exit\r")
+    assert term.finish() == 0
+    assert user_texts(anthropic_server) == ["first\nsecond\nthird"]
+
+
+def test_ctrl_c_mid_answer_keeps_the_partial_answer_once(
+    terminal: Any, anthropic_server: AnthropicServer
+) -> None:
+    anthropic_server.script(
+        paused_reply("Partial answer here, and then much more that never comes.", 30),
+        text_reply("A fresh answer."),
+    )
+    term = terminal("--no-memory")
+    term.type("tell me a story\r")
+    term.wait_for("Partial answer here")
+    time.sleep(0.3)  # a person reads a moment before pressing Ctrl-C
+    term.type("\x03")
+    term.wait_for("[turn stopped; the session goes on]")
+    term.type("go on\r")
+    screen = term.wait_for("A fresh answer.")
+    term.type("\x04")
+    assert term.finish() == 0
+    assert screen.count("Partial answer here") == 1
+    assert "^C" not in screen
+
+
+def test_a_streamed_answer_taller_than_the_screen_is_shown_once(
+    terminal: Any, anthropic_server: AnthropicServer
+) -> None:
+    answer = "\n\n".join(f"paragraph {i} of the answer" for i in range(40))
+    anthropic_server.script(text_reply(answer))
+    term = terminal("--no-memory", rows=15)
+    term.type("a long answer please\r")
+    term.wait_for("paragraph 39 of the answer")
+    term.type("\x04")
+    assert term.finish() == 0
+    screen = term.screen()
+    assert [screen.count(f"paragraph {i} of the answer") for i in range(40)] == [1] * 40
+
+
+def test_the_line_history_is_private_and_keeps_no_secrets(
+    tmp_path: Path, terminal: Any, anthropic_server: AnthropicServer
+) -> None:
+    key = "sk-ant-api03-" + "A1b2C3d4E5" * 8
+    anthropic_server.script(text_reply("ok"), text_reply("ok"))
+    term = terminal("--no-memory")
+    term.type("the tests live in tests/\r")
+    term.wait_for("ok")
+    term.type(f"use the key {key}\r")
+    term.wait_for("ok\n")
+    term.type("/cost\r")
+    term.wait_for("memory and summaries")
+    term.type("\x04")
+    assert term.finish() == 0
+    history = tmp_path / ".memory" / "chat_history"
+    assert stat.S_IMODE(history.stat().st_mode) == 0o600
+    saved = history.read_text()
+    assert "+the tests live in tests/" in saved and "+/cost" in saved
+    assert key not in saved and "use the key" not in saved
+
+
+def test_an_old_history_file_is_made_private_and_loses_its_secrets(
+    tmp_path: Path, terminal: Any
+) -> None:
+    key = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"
+    history = tmp_path / ".memory" / "chat_history"
+    history.parent.mkdir()
+    history.write_text(f"how do I deploy?\nexport GITHUB_TOKEN={key}\n")  # readline's format
+    history.chmod(0o644)
+    term = terminal("--no-memory")
+    term.type("\x1b[A")  # up: the previous line comes back
+    term.wait_for("› how do I deploy?")
+    term.type("\x03\x04")
+    assert term.finish() == 0
+    assert stat.S_IMODE(history.stat().st_mode) == 0o600
+    assert key not in history.read_text() and "+how do I deploy?" in history.read_text()
+
+
+# -- piped: plain text, nothing cut ------------------------------------------------------------
+
+
+def test_piped_input_is_one_message_per_line_and_a_backslash_goes_on(
+    memctl: MemctlRunner, anthropic_server: AnthropicServer
+) -> None:
+    anthropic_server.script(text_reply("first"), text_reply("second"))
+    done = memctl(
+        "chat",
+        "--no-memory",
+        input="line one\\\nline two\nanother message\n",
+        env=model_env(anthropic_server),
+    )
+    assert done.returncode == 0, done.stderr
+    assert user_texts(anthropic_server) == ["line one\nline two", "another message"]
+    assert "\x1b" not in done.stdout  # no spinner, colours or Markdown codes when piped
+
+
+def test_piped_tool_lines_are_not_cut(
+    tmp_path: Path, memctl: MemctlRunner, anthropic_server: AnthropicServer
+) -> None:
+    command = "echo " + "long-word-" * 30
+    anthropic_server.script(tool_reply(("bash", {"command": command})), text_reply("done"))
+    done = memctl("chat", "--no-memory", input="run it\n", env=model_env(anthropic_server))
+    assert done.returncode == 0, done.stderr
+    assert f"⏺ bash({command})" in done.stdout
+    assert f"  ⎿ {'long-word-' * 30}" in done.stdout
+
+
+def test_tool_input_of_any_shape_is_shown_and_answered(
+    memctl: MemctlRunner, anthropic_server: AnthropicServer
+) -> None:
+    anthropic_server.script(
+        tool_reply(("bash", ["ls", "-la"]), ("read_file", "notes.txt"), ("glob", None)),  # type: ignore[arg-type]
+        text_reply("sorry"),
+    )
+    done = memctl("chat", "--no-memory", input="look\n", env=model_env(anthropic_server))
+    assert done.returncode == 0, done.stderr
+    assert "internal error" not in done.stdout
+    assert "⏺ bash(" in done.stdout and "⏺ read_file(" in done.stdout
+    assert "sorry" in done.stdout
+    results = main_calls(anthropic_server)[1]["messages"][-1]["content"]
+    assert [r["is_error"] for r in results] == [True, True, True]
+
+
+def test_cost_goes_on_after_resume(memctl: MemctlRunner, anthropic_server: AnthropicServer) -> None:
+    env = model_env(anthropic_server)
+    anthropic_server.script(text_reply("one", input_tokens=1000, output_tokens=10))
+    assert memctl("chat", "--no-memory", input="hi\n", env=env).returncode == 0
+    anthropic_server.script(text_reply("two", input_tokens=500, output_tokens=5, cache_read=7))
+    resumed = memctl("chat", "--no-memory", "--resume", input="again\n/cost\n", env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    assert (
+        "agent: 2 model calls · input 1,500 · output 15 · cache reads 7 · cache writes 0"
+        in resumed.stdout
+    )

@@ -1,21 +1,23 @@
-"""`memctl chat`: the terminal face of the agent in memstore.agent. It only reads lines,
-renders what the agent reports, and runs the slash commands.
+"""`memctl chat`: the terminal face of the agent in memstore.agent. It only reads messages
+(chat_input.py), renders what the agent reports, and runs the slash commands.
 
-On a terminal: line editing and history (readline), a spinner while the model thinks, the
-answer streamed and then shown as Markdown, tool calls one line each. Piped (tests,
-scripts): plain text, streamed as it comes.
+On a terminal: line editing and history, a spinner while the model thinks, the answer
+streamed and shown as Markdown, tool calls one line each, cut to the width. Piped (tests,
+scripts): plain text, streamed as it comes, nothing cut.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from memctl.chat_input import MessageInput, PipedInput, TerminalInput, keys_not_echoed
 from memctl.render import one_line, print_table
 from memstore.agent.approval import ApprovalPolicy
 from memstore.agent.compact import CompactionSettings
@@ -23,6 +25,7 @@ from memstore.agent.loop import Agent, AgentFailed, SessionFiles
 from memstore.agent.memory import AgentMemory
 from memstore.agent.tools import ToolResult, Workspace
 from memstore.errors import MemstoreError
+from memstore.llm import Usage
 from memstore.store import MemoryStore
 
 HELP = """\
@@ -63,38 +66,39 @@ class TerminalEvents:
             self._status = None
 
     def text(self, delta: str) -> None:
+        self._text.append(delta)
         if not self.tty:
             sys.stdout.write(delta)
             sys.stdout.flush()
-            self._text.append(delta)
             return
         from rich.live import Live
         from rich.markdown import Markdown
 
-        self._text.append(delta)
         if self._live is None:
-            self._live = Live(
-                console=self._console, refresh_per_second=8, vertical_overflow="visible"
-            )
+            # Transient: the live area is erased at the end and the answer printed once.
+            self._live = Live(console=self._console, refresh_per_second=8, transient=True)
             self._live.start()
-        self._live.update(Markdown("".join(self._text)))
+        self._live.update(_Tail(Markdown("".join(self._text))))
 
     def finish(self) -> None:
-        """End the answer being streamed, if any."""
+        """End the answer being streamed, if any (also after Ctrl-C: what came is kept)."""
         if self._live is not None:
+            from rich.markdown import Markdown
+
             self._live.stop()
             self._live = None
+            self._console.print(Markdown("".join(self._text)))
         elif self._text and not self.tty and not "".join(self._text).endswith("\n"):
             sys.stdout.write("\n")
         self._text.clear()
 
-    def tool_call(self, name: str, arguments: dict[str, Any]) -> None:
+    def tool_call(self, name: str, arguments: Any) -> None:
         self.finish()
         self.line(f"⏺ {name}({_brief(arguments)})", style="cyan")
 
     def tool_result(self, name: str, result: ToolResult) -> None:
         lines = result.text.splitlines()
-        first = one_line(lines[0])[:100] if lines else ""
+        first = one_line(lines[0]) if lines else ""
         more = f" (+{len(lines) - 1} lines)" if len(lines) > 1 else ""
         mark = "✗" if result.is_error else "⎿"
         self.line(f"  {mark} {first}{more}", style="red" if result.is_error else "dim")
@@ -104,18 +108,50 @@ class TerminalEvents:
         self.line(message, style="yellow")
 
     def line(self, text: str, style: str = "") -> None:
+        """One line; on a terminal cut to its width (piped output is never cut)."""
         if self.tty:
-            self._console.print(text, style=style or None, markup=False)
+            self._console.print(
+                text, style=style or None, markup=False, overflow="ellipsis", no_wrap=True
+            )
+        else:
+            sys.stdout.write(text + "\n")
+            sys.stdout.flush()
+
+    def block(self, text: str) -> None:
+        """Several lines shown whole (help, a memory), wrapped on a terminal."""
+        if self.tty:
+            self._console.print(text, markup=False)
         else:
             sys.stdout.write(text + "\n")
             sys.stdout.flush()
 
 
-def _brief(arguments: dict[str, Any]) -> str:
-    for key in ("command", "path", "pattern"):
-        if isinstance(arguments.get(key), str):
-            return one_line(arguments[key])[:80]
-    return one_line(arguments)[:80]
+class _Tail:
+    """The last lines of a renderable that fit on the screen: a live area taller than the
+    screen cannot be redrawn in place, and its top would be printed again and again."""
+
+    def __init__(self, renderable: Any) -> None:
+        self.renderable = renderable
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        from rich.segment import Segment
+
+        lines = console.render_lines(self.renderable, options, pad=False)
+        for line in lines[-max(console.size.height - 1, 1) :]:
+            yield from line
+            yield Segment.line()
+
+
+def _brief(arguments: Any) -> str:
+    """A tool call's input in a few words, whatever its shape (it comes from the model)."""
+    if isinstance(arguments, dict):
+        for key in ("command", "path", "pattern"):
+            if isinstance(arguments.get(key), str):
+                return one_line(arguments[key])
+    try:
+        return one_line(arguments)
+    except (TypeError, ValueError):
+        return one_line(repr(arguments))
 
 
 def find_session(sessions: Path, wanted: str) -> Path:
@@ -183,68 +219,111 @@ def run_chat(
         if resume is not None:
             messages, skipped = session.load()
             agent.resume(messages)
+            load_usage(agent)
             note = f"; {skipped} unreadable lines skipped" if skipped else ""
             events.line(f"resumed session {session_id}: {len(messages)} messages{note}")
-        history_file = db.parent / "chat_history"
-        if tty:
-            _start_line_editing(history_file)
+        reader: MessageInput = TerminalInput(db.parent / "chat_history") if tty else PipedInput()
         memories = f"{store.count()} memories" if use_memory else "memory off"
         events.line(
             f"memctl chat · {model} · {workspace} · {memories} · /help for commands", style="dim"
         )
         try:
-            _repl(agent, store, events, tty, export_dir)
+            _repl(agent, store, events, reader, export_dir)
         finally:
-            if tty:
-                _save_line_history(history_file)
             events.line(f"session saved in {session.directory}", style="dim")
 
 
 def _repl(
-    agent: Agent, store: MemoryStore, events: TerminalEvents, tty: bool, export_dir: Path
+    agent: Agent,
+    store: MemoryStore,
+    events: TerminalEvents,
+    reader: MessageInput,
+    export_dir: Path,
 ) -> None:
     while True:
         try:
-            line = input("› " if tty else "")
+            text = reader.read().strip()
         except EOFError:
             return
         except KeyboardInterrupt:
-            events.line("")
             continue
-        text = line.strip()
         if not text:
             continue
         if text.startswith("/"):
             if not slash_command(text, agent, store, events, export_dir):
                 return
             continue
-        try:
+        _turn(agent, text, events)
+
+
+def _turn(agent: Agent, text: str, events: TerminalEvents) -> None:
+    """One turn, whatever happens in it: the session goes on."""
+    try:
+        with keys_not_echoed() if events.tty else contextlib.nullcontext():
             outcome = agent.turn(text)
-        except KeyboardInterrupt:
-            events.finish()
-            events.waiting(False)
-            agent.interrupted()
-            events.notice("[turn stopped; the session goes on]")
-            continue
-        except AgentFailed as error:
-            events.finish()
-            events.notice(f"error: {error}. Your message is kept; send another to go on.")
-            continue
-        except MemstoreError as error:
-            events.finish()
-            events.notice(f"error: {error}. The session goes on.")
-            continue
-        except Exception as error:  # a bug: say it in one line, keep the session and its log
-            events.finish()
-            _log_crash(agent)
-            events.notice(
-                f"internal error: {type(error).__name__}: {error}. The session goes on; "
-                f"details in {agent.session.directory / 'errors.log'}"
-            )
-            continue
+    except KeyboardInterrupt:
+        events.waiting(False)
         events.finish()
-        if outcome.learning is not None:
-            _report_learning(outcome, events)
+        agent.interrupted()
+        events.notice("[turn stopped; the session goes on]")
+        return
+    except AgentFailed as error:
+        events.finish()
+        events.notice(f"error: {error}. Your message is kept; send another to go on.")
+        return
+    except MemstoreError as error:
+        events.finish()
+        events.notice(f"error: {error}. The session goes on.")
+        return
+    except Exception as error:  # a bug: say it in one line, keep the session and its log
+        events.finish()
+        _log_crash(agent)
+        events.notice(
+            f"internal error: {type(error).__name__}: {error}. The session goes on; "
+            f"details in {agent.session.directory / 'errors.log'}"
+        )
+        return
+    finally:
+        save_usage(agent)
+    events.finish()
+    if outcome.learning is not None:
+        _report_learning(outcome, events)
+
+
+USAGE_FILE = "usage.json"
+USAGE_FIELDS = {f.name for f in fields(Usage)}
+
+
+def save_usage(agent: Agent) -> None:
+    """The session's token counts, beside its transcript, so /cost goes on after --resume."""
+    directory = agent.session.directory
+    counts = {"agent": asdict(agent.usage), "side": asdict(agent.side_usage)}
+    with contextlib.suppress(OSError):
+        directory.mkdir(parents=True, exist_ok=True)
+        temporary = directory / f".{USAGE_FILE}.{os.getpid()}.tmp"
+        temporary.write_text(json.dumps(counts) + "\n", encoding="utf-8")
+        temporary.replace(directory / USAGE_FILE)
+
+
+def load_usage(agent: Agent) -> None:
+    try:
+        counts = json.loads((agent.session.directory / USAGE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # a session saved before usage was kept, or an unreadable file: from zero
+    if not isinstance(counts, dict):
+        return
+    for key, usage in (("agent", agent.usage), ("side", agent.side_usage)):
+        saved = counts.get(key)
+        if isinstance(saved, dict):
+            usage.merge(
+                Usage(
+                    **{
+                        name: value
+                        for name, value in saved.items()
+                        if name in USAGE_FIELDS and type(value) is int and value >= 0
+                    }
+                )
+            )
 
 
 def _log_crash(agent: Agent) -> None:
@@ -286,7 +365,7 @@ def slash_command(
         if command in ("/exit", "/quit"):
             return False
         if command == "/help":
-            events.line(HELP)
+            events.block(HELP)
         elif command == "/memory":
             _show_memory(store, argument, events)
         elif command == "/remember":
@@ -315,7 +394,7 @@ def _show_memory(store: MemoryStore, name: str, events: TerminalEvents) -> None:
     if name:
         from memstore.files import render_memory_file
 
-        events.line(render_memory_file(store.get(name)).rstrip())
+        events.block(render_memory_file(store.get(name)).rstrip())
         return
     summaries = store.summaries()
     if not summaries:
@@ -384,22 +463,3 @@ def _export(store: MemoryStore, export_dir: Path) -> None:
     from memstore.exporter import export_memories
 
     export_memories(store, export_dir)
-
-
-def _start_line_editing(history_file: Path) -> None:
-    try:
-        import readline
-    except ImportError:  # Windows without pyreadline: input() still works
-        return
-    with contextlib.suppress(OSError):
-        readline.read_history_file(history_file)
-    readline.set_history_length(1_000)
-
-
-def _save_line_history(history_file: Path) -> None:
-    try:
-        import readline
-
-        readline.write_history_file(history_file)
-    except (ImportError, OSError):
-        pass

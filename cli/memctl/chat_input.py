@@ -1,0 +1,166 @@
+"""What `memctl chat` reads: messages from a terminal or from piped stdin.
+
+On a terminal (prompt_toolkit, imported only here): a paste is inserted whole (bracketed
+paste), so several pasted lines are one message; Enter sends; Esc then Enter (or Alt+Enter),
+Ctrl-J, or a line ending in a backslash starts a new line instead. Lines are kept in a
+history file, created user-only, without those that look like they hold a secret.
+
+Piped: one message per line; a line ending in a backslash goes on with the next line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+PROMPT = "› "
+CONTINUATION = "· "
+
+
+class MessageInput(Protocol):
+    def read(self) -> str:
+        """The next message; EOFError at the end, KeyboardInterrupt on Ctrl-C."""
+        ...
+
+    def ask(self, question: str) -> str:
+        """One line of answer to `question` (EOFError when there is none)."""
+        ...
+
+
+class PipedInput:
+    def read(self) -> str:
+        parts: list[str] = []
+        while True:
+            line = sys.stdin.readline()
+            if not line:
+                if parts:
+                    break
+                raise EOFError
+            line = line.rstrip("\r\n")
+            if not line.endswith("\\"):
+                parts.append(line)
+                break
+            parts.append(line[:-1])
+        return "\n".join(parts)
+
+    def ask(self, question: str) -> str:
+        raise EOFError  # piped stdin holds messages, not answers
+
+
+class TerminalInput:
+    def __init__(self, history_file: Path) -> None:
+        from prompt_toolkit import PromptSession
+
+        self._session: Any = PromptSession(
+            history=private_history(history_file),
+            multiline=True,
+            key_bindings=_message_keys(),
+            prompt_continuation=lambda width, line, wrapped: CONTINUATION.rjust(width),
+            enable_open_in_editor=False,
+        )
+
+    def read(self) -> str:
+        return str(self._session.prompt(PROMPT))
+
+    def ask(self, question: str) -> str:
+        from prompt_toolkit import prompt
+
+        return str(prompt(question))
+
+
+def _message_keys() -> Any:
+    from prompt_toolkit.key_binding import KeyBindings
+
+    keys = KeyBindings()
+
+    @keys.add("enter")
+    def _send(event: Any) -> None:
+        buffer = event.current_buffer
+        if buffer.document.text_before_cursor.endswith("\\"):
+            buffer.delete_before_cursor(1)
+            buffer.insert_text("\n")
+        else:
+            buffer.validate_and_handle()
+
+    @keys.add("escape", "enter")
+    @keys.add("c-j")
+    def _new_line(event: Any) -> None:
+        event.current_buffer.insert_text("\n")
+
+    return keys
+
+
+def private_history(path: Path) -> Any:
+    """prompt_toolkit's file history, kept user-only and without lines that look like they
+    hold a secret (every typed line is in it)."""
+    from prompt_toolkit.history import FileHistory
+
+    from memstore.secrets import find_secrets
+
+    class PrivateHistory(FileHistory):
+        def store_string(self, string: str) -> None:
+            if find_secrets(string):
+                return
+            entry = f"\n# {datetime.now()}\n" + "".join(f"+{line}\n" for line in string.split("\n"))
+            with contextlib.suppress(OSError), _open_private(path) as handle:
+                handle.write(entry.encode("utf-8"))
+
+    with contextlib.suppress(OSError):
+        if path.exists():
+            path.chmod(0o600)
+            _convert_readline_history(path, find_secrets)
+    return PrivateHistory(str(path))
+
+
+def _convert_readline_history(path: Path, find_secrets: Any) -> None:
+    """Earlier versions kept readline's format (one line per entry) and every line: rewrite
+    it in prompt_toolkit's format without the lines that look like secrets."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if not text or text.startswith(("\n#", "#", "+")):
+        return
+    kept = [line for line in text.splitlines() if line.strip() and not find_secrets(line)]
+    entries = "".join(f"\n# (readline)\n+{line}\n" for line in kept)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.unlink(missing_ok=True)
+    with _open_private(temporary) as handle:
+        handle.write(entries.encode("utf-8"))
+    temporary.replace(path)
+
+
+@contextlib.contextmanager
+def _open_private(path: Path) -> Iterator[Any]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # No link followed: a planted link must not send typed lines elsewhere.
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(descriptor, "ab") as handle:
+        yield handle
+
+
+@contextlib.contextmanager
+def keys_not_echoed() -> Iterator[None]:
+    """While an answer streams: keys typed are not echoed (a `^C` echoed into the live area
+    moves the cursor, and the answer is drawn again below itself). They still reach the next
+    prompt, and Ctrl-C still interrupts."""
+    try:
+        import termios
+    except ImportError:  # not on a POSIX terminal
+        yield
+        return
+    descriptor = sys.stdin.fileno()
+    try:
+        saved = termios.tcgetattr(descriptor)
+    except termios.error:
+        yield
+        return
+    quiet = list(saved)
+    quiet[3] &= ~(termios.ECHO | termios.ECHOCTL)
+    termios.tcsetattr(descriptor, termios.TCSANOW, quiet)
+    try:
+        yield
+    finally:
+        termios.tcsetattr(descriptor, termios.TCSANOW, saved)
