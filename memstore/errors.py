@@ -17,6 +17,22 @@ class InvalidMemory(MemstoreError):
         super().__init__(f"invalid {field}: {rule}")
 
 
+class SecretRefused(InvalidMemory):
+    """A memory holds what looks like a credential: nothing was written. Memories are
+    exported to files a team commits and go into prompts, so secrets stay out unless a
+    person explicitly allows one (the model-facing doors never do)."""
+
+    def __init__(self, field: str, kind: str, name: str | None = None) -> None:
+        article = "an" if kind[:1].lower() in "aeio" or kind.startswith("npm") else "a"
+        super().__init__(field, f"holds what looks like {article} {kind}")
+        self.kind = kind
+        self.name = name
+        where = f"memory {name!r}: " if name else ""
+        self.args = (
+            f"{where}{field} holds what looks like {article} {kind}; secrets are not saved",
+        )
+
+
 class MemoryNotFound(MemstoreError):
     def __init__(self, name: str) -> None:
         self.name = name

@@ -272,6 +272,7 @@ def import_memories(
     dry_run: bool = False,
     default_type: str | None = None,
     progress: Progress | None = None,
+    allow_secrets: bool = False,
 ) -> ImportReport:
     if default_type is not None:
         check_type(default_type)
@@ -289,7 +290,7 @@ def import_memories(
         _raise_if_rejected(report, skip_invalid)
         _plan(items, {m.name: m for m in live}, report)
         return report
-    with store.transaction(actor="import") as tx:
+    with store.transaction(actor="import", allow_secrets=allow_secrets) as tx:
         records = load_records(tx.connection, key)
         live = tx.live_memories()
         items = _since_last_export(items, records, live, report)

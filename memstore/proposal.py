@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from memstore.errors import InvalidMemory
-from memstore.secrets import find_secrets
+from memstore.errors import InvalidMemory, SecretRefused
+from memstore.secrets import memory_secret
 from memstore.validation import TYPES, check_body, check_description, check_name, name_from_text
 
 DESCRIPTION_MAX_CHARS = 200
@@ -42,16 +42,19 @@ def proposed_memory(raw: Any, *, body_max_bytes: int) -> ProposedMemory:
         raise InvalidMemory("description", f"must be at most {DESCRIPTION_MAX_CHARS} characters")
     if len(fields["body"].encode("utf-8", "surrogatepass")) > body_max_bytes:
         raise InvalidMemory("body", f"must be at most {body_max_bytes:,} bytes")
-    for key, value in fields.items():
-        secrets = find_secrets(value)
-        if secrets:
-            raise InvalidMemory(key, f"contains what looks like a secret ({secrets[0].kind})")
-    return ProposedMemory(
+    proposed = ProposedMemory(
         name=safe_name(fields["name"]),
         type=kind,
         description=check_description(fields["description"]),
         body=check_body(fields["body"]),
     )
+    # The same check as every write, made here so that one bad item is dropped alone; the
+    # name is checked as the model gave it (a key pasted as a name), and as it is kept.
+    for name in (fields["name"], proposed.name):
+        found = memory_secret(name, proposed.description, proposed.body)
+        if found is not None:
+            raise SecretRefused(found.field, found.finding.kind)
+    return proposed
 
 
 def safe_name(proposed: str) -> str:

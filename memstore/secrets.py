@@ -11,6 +11,16 @@ then `=` or `:`, then a literal value of at least 8 characters that is not a pla
 `get_password()`), and has a digit or a symbol (so that words and names are not taken for
 secrets; a letters-only password is the price of that).
 
+Passwords are also caught where people write them: in prose ("my password is hunter2",
+"服务器的密码是 Qwer1234!"), on command lines (`mysql -pS3cr3t`, `--password S3cr3t`,
+`curl -u me:S3cr3t`), in `Authorization: Basic …` headers and `.netrc` lines. A password
+named by its key (`password: hunter2`) may be as short as 4 characters; other values need 8.
+
+Text is normalised before matching (NFKC turns fullwidth letters into ASCII; zero-width and
+other invisible format characters are removed), so a disguised key is still a key.
+`memory_secret` checks a memory as a whole: its name, each field, and a key split between
+the end of the description and the start of the body.
+
 Every quantifier is bounded (and possessive where backtracking could not help), and the text
 scanned is capped at SCAN_MAX_CHARS, so the check is linear and quick even on hostile input.
 Text beyond the cap is NOT scanned: callers cap their fields far below it (a memory body is at
@@ -19,20 +29,47 @@ most 100 kB), and must keep doing so.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import bisect
 import itertools
+import json
 import re
+import unicodedata
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 SCAN_MAX_CHARS = 1_000_000
 
 
 class SecretFinding(NamedTuple):
     kind: str
-    # Where it starts in the text, and a masked preview that is safe to log.
+    # Where it starts and ends in the normalised text, and a masked preview that is safe
+    # to log.
     offset: int
     preview: str
+    end: int = 0
+
+
+# Invisible characters that can hide inside a key without changing how it reads: the
+# Unicode format characters (category Cf: zero-width space and joiners, soft hyphen, bidi
+# controls, BOM, tags), the combining grapheme joiner, variation selectors, Hangul fillers.
+_INVISIBLE = re.compile(
+    "[\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160"
+    "\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\u3164\ufe00-\ufe0f"
+    "\ufeff\uffa0\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U00013438"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f"
+    "\U000e0100-\U000e01ef]"
+)
+
+
+def normalise(text: str) -> str:
+    """The text as it reads: NFKC (fullwidth ｇｈｐ＿ is ghp_), invisible characters removed."""
+    if text.isascii():
+        return text
+    if not unicodedata.is_normalized("NFKC", text):
+        text = unicodedata.normalize("NFKC", text)
+    return _INVISIBLE.sub("", text)
 
 
 # A value that stands for a secret rather than being one.
@@ -69,6 +106,49 @@ _NOT_A_SECRET_KEY = re.compile(
 
 def _looks_secret(value: str) -> bool:
     return not _PLACEHOLDER_VALUE.match(value) and not _NOT_A_SECRET_VALUE.match(value)
+
+
+_TRAILING_PUNCTUATION = ".,;:!?)]}>。，；：！？）"
+# A password of digits only is a password when it is long enough to be one (a PIN, a
+# phone-style password), not a count or a year.
+_DIGITS_PASSWORD = re.compile(r"\d{6,}")
+
+
+def _looks_like_password(value: str, *, short: bool = False) -> bool:
+    """A value after a word that says "password": not a placeholder, a word or a number.
+
+    `short`: the value was given where only a password goes (mysql -p…), so 1-3
+    characters count too."""
+    if value[:1] in "\"'" and value[-1:] == value[:1] and len(value) >= 2:
+        value = value[1:-1]
+    if not short:
+        stripped = value.rstrip(_TRAILING_PUNCTUATION)
+        # "Sunflower!" is a password; "hunter2." ends a sentence.
+        value = stripped if len(stripped) >= 4 else value
+    if not value or value.startswith("-"):
+        return False
+    return _looks_secret(value) or bool(_DIGITS_PASSWORD.fullmatch(value))
+
+
+def _user_and_password(user: str, password: str) -> bool:
+    """user:password, unless it is the documentation's user:pass or a placeholder."""
+    if user.lower() in ("user", "username", "login", "name") and password.lower() in (
+        "pass",
+        "password",
+        "passwd",
+    ):
+        return False
+    return _looks_like_password(password, short=True)
+
+
+def _basic_credentials(value: str) -> bool:
+    """Base64 of user:password (RFC 7617), unless a documentation placeholder."""
+    try:
+        decoded = base64.b64decode(value + "=" * (-len(value) % 4), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return False
+    user, colon, password = decoded.partition(":")
+    return bool(colon) and _user_and_password(user, password)
 
 
 # A password in a URL that is plainly a placeholder is not a secret.
@@ -165,41 +245,210 @@ _RULES: list[_Rule] = [
         ("eyJ",),
     ),
     _Rule(
+        # With or without "Authorization:" before it (curl -H, a Postman note, prose).
         "bearer token",
-        re.compile(
-            r"(?i)\bauthorization[\"']?\s{0,5}[:=]\s{0,5}[\"']?\s{0,3}bearer\s{1,5}"
-            r"(?P<value>[\w.~+/=-]{20,4096})"
-        ),
+        re.compile(r"(?i)\bbearer\s{1,5}(?P<value>[\w.~+/-]{16,4096}+=*)"),
         ("bearer",),
         check=lambda match: _looks_secret(match["value"]),
+    ),
+    _Rule(
+        "basic auth credentials",
+        re.compile(
+            r"(?i)\bauthorization[\"']?\s{0,5}[:=]\s{0,5}[\"']?\s{0,3}basic\s{1,5}"
+            r"(?P<value>[A-Za-z0-9+/]{8,4096}+={0,2})"
+        ),
+        ("basic",),
+        check=lambda match: _basic_credentials(match["value"]),
+    ),
+    _Rule(
+        "Twilio API key or account SID",
+        re.compile(r"\b(?:SK|AC)[0-9a-f]{32}\b"),
+        ("SK", "AC"),
+    ),
+    _Rule(
+        "API token",
+        re.compile(
+            r"\b(?:pypi-AgEIcHlwaS5vcmc[\w-]{50,1024}"  # PyPI
+            r"|dop_v1_[a-f0-9]{64}|do[or]_v1_[a-f0-9]{64}"  # DigitalOcean
+            r"|shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}"  # Shopify
+            r"|dckr_pat_[\w-]{27,64}"  # Docker Hub
+            r"|hv[sb]\.[\w-]{90,512}"  # HashiCorp Vault
+            r"|[A-Za-z0-9]{14}\.atlasv1\.[\w-]{60,128}"  # Terraform Cloud
+            r"|gl(?:sa|c)_[A-Za-z0-9_+/=-]{32,256}"  # Grafana
+            r"|PMAK-[a-f0-9]{24}-[a-f0-9]{34}"  # Postman
+            r"|NRAK-[A-Z0-9]{27}"  # New Relic
+            r"|sntry[su]_[\w+/=-]{32,256}"  # Sentry
+            r"|lin_api_[A-Za-z0-9]{40}"  # Linear
+            r"|ntn_[A-Za-z0-9]{40,64}"  # Notion
+            r"|figd_[\w-]{40,64}"  # Figma
+            r"|gsk_[A-Za-z0-9]{48,64}"  # Groq
+            r"|xai-[A-Za-z0-9]{60,100}"  # xAI
+            r"|r8_[A-Za-z0-9]{37}"  # Replicate
+            r"|pplx-[A-Za-z0-9]{40,64}"  # Perplexity
+            r"|sbp_[a-f0-9]{40}"  # Supabase
+            r"|pscale_tkn_[\w-]{32,64}"  # PlanetScale
+            r"|pul-[a-f0-9]{40}"  # Pulumi
+            r"|dapi[a-f0-9]{32}"  # Databricks
+            r"|GOCSPX-[\w-]{28}"  # Google OAuth client secret
+            r"|ya29\.[\w-]{30,1024}"  # Google OAuth access token
+            r"|xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}"  # Brevo
+            r"|sq0(?:atp|csp)-[\w-]{22,64}"  # Square
+            r"|key-[a-f0-9]{32}"  # Mailgun
+            r"|AGE-SECRET-KEY-1[0-9A-Z]{58}"  # age
+            r"|ATATT3[\w=-]{150,400}"  # Atlassian
+            r")(?![\w-])"
+        ),
+        (
+            "pypi-",
+            "_v1_",
+            "shp",
+            "dckr_pat_",
+            "hvs.",
+            "hvb.",
+            "atlasv1",
+            "glsa_",
+            "glc_",
+            "PMAK-",
+            "NRAK-",
+            "sntry",
+            "lin_api_",
+            "ntn_",
+            "figd_",
+            "gsk_",
+            "xai-",
+            "r8_",
+            "pplx-",
+            "sbp_",
+            "pscale_tkn_",
+            "pul-",
+            "dapi",
+            "GOCSPX-",
+            "ya29.",
+            "xkeysib-",
+            "sq0",
+            "key-",
+            "AGE-SECRET-KEY-",
+            "ATATT3",
+        ),
+    ),
+    _Rule(
+        "Telegram bot token",
+        re.compile(r"\b\d{8,10}:AA[\w-]{33}(?![\w-])"),
+        (":AA",),
+    ),
+    _Rule(
+        "Discord bot token",
+        re.compile(r"\b[MNO][A-Za-z\d]{23,25}\.[\w-]{6}\.[\w-]{27,38}(?![\w-])"),
+        (".",),
+    ),
+    _Rule(
+        # mysql -pS3cr3t (the password glued to -p; a bare -p asks for it), and the
+        # other MySQL/MariaDB clients.
+        "password on a command line",
+        re.compile(
+            r"\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlsh|mariadb(?:-dump)?)\b"
+            r"[^\n]{0,200}?[ \t]-p(?P<value>\"[^\"\n]{1,256}\"|'[^'\n]{1,256}'|[^\s\"'`]{1,256})"
+        ),
+        ("mysql", "mariadb"),
+        check=lambda match: _looks_like_password(match["value"], short=True),
+    ),
+    _Rule(
+        # --password S3cr3t, --token=…, sshpass -p S3cr3t.
+        "password on a command line",
+        re.compile(
+            r"(?i)(?<![\w-])(?:--(?:password|passwd|pass|pwd|api-?key|token|secret|auth-token"
+            r"|access-token|client-secret)|sshpass[ \t]{1,5}-p)(?:=|[ \t]{1,5})"
+            r"(?P<value>\"[^\"\n]{1,256}\"|'[^'\n]{1,256}'|[^\s\"'`]{1,256})"
+        ),
+        (
+            "--pass",
+            "--pwd",
+            "--api",
+            "--token",
+            "--secret",
+            "--auth",
+            "--access",
+            "--client",
+            "sshpass",
+        ),
+        check=lambda match: _looks_like_password(match["value"], short=True),
+    ),
+    _Rule(
+        # curl -u user:password, wget --user, httpie -a.
+        "password on a command line",
+        re.compile(
+            r"(?<![\w-])(?:-u|--user|-a|--auth)[ \t=]{1,5}[\"']?(?P<user>[^\s:\"'@/]{1,64}):"
+            r"(?P<value>[^\s\"'@]{1,256})(?![^\s\"'])"
+        ),
+        ("-u", "--user", "-a", "--auth"),
+        check=lambda match: _user_and_password(match["user"], match["value"]),
+    ),
+    _Rule(
+        # ~/.netrc: machine HOST login USER password PASSWORD.
+        "password",
+        re.compile(
+            r"(?i)\bmachine\s{1,5}\S{1,256}\s{1,5}login\s{1,5}\S{1,256}\s{1,5}password\s{1,5}"
+            r"(?P<value>\S{1,256})"
+        ),
+        ("machine",),
+        check=lambda match: _looks_like_password(match["value"], short=True),
+    ),
+    _Rule(
+        # In prose: "my password is hunter2", "the admin password for staging is Sunfl0wer!",
+        # "password was changed to S3cr3t!".
+        "password",
+        re.compile(
+            r"(?i)\b(?:passw(?:or)?d|passphrase|passcode)s?\b"
+            r"(?:[ \t]{1,3}(?:for|of|to|on|at)(?:[ \t]{1,3}[^\s:=]{1,40}){1,4}?)?"
+            r"[ \t]{1,3}(?:is|was|are|were|is[ \t]now|set[ \t]to|changed[ \t]to|became|reads)"
+            r"[ \t:]{1,3}[\"'`“‘]?(?P<value>[^\s\"'`”’]{4,128})"
+        ),
+        ("passw", "passphrase", "passcode"),
+        check=lambda match: _looks_like_password(match["value"]),
+    ),
+    _Rule(
+        # In Chinese: 服务器的密码是 Qwer1234!, 数据库密码：Zx82kfP0q9, 口令为 …
+        "password",
+        re.compile(
+            r"(?:密码|口令|密钥|令牌|暗码|通行码|秘钥)[^\s，。；,;:：=]{0,8}?(?:是|为|:|：|=)"
+            r"[ \t]{0,3}[\"'“‘「]?(?P<value>[\x21-\x7e]{4,128})"
+        ),
+        ("密码", "口令", "密钥", "令牌", "暗码", "通行码", "秘钥"),
+        check=lambda match: _looks_like_password(match["value"]),
     ),
 ]
 
 # The generic rule: KEY = value, or KEY: value, the key naming a secret. Reported only where
 # no specific rule matched, so that the finding names the most precise kind.
 _ASSIGNMENT_KIND = "secret assignment"
-_ASSIGNMENT_NEEDLES = ("passw", "secret", "token", "key")
+_ASSIGNMENT_NEEDLES = ("passw", "passphrase", "pwd", "secret", "token", "key")
 _ASSIGNMENT = re.compile(
     r"(?<![\w.-])"
     r"(?P<key>[\w.-]{0,40}?"
-    r"(?i:passw(?:or)?d|secret|token|api[_-]?key|access[_-]?key|private[_-]?key)"
+    r"(?i:passw(?:or)?d|passphrase|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key)"
     r"(?:[_.-][\w.-]{0,30}+|[A-Z][\w.-]{0,30}+)?)"
     r"(?:[\"']\]?)?\s{0,5}[:=]\s{0,5}"
-    r"(?:(?P<quote>[\"'])(?P<quoted>[^\s\"'\\]{8,256}+)(?P=quote)"
-    r"|(?P<bare>[^\s\"'`()\[\]{}<>,;]{8,256}+)(?=[\s,;\"'`)\]}]|$))"
+    r"(?:(?P<quote>[\"'])(?P<quoted>[^\s\"'\\]{4,256}+)(?P=quote)"
+    r"|(?P<bare>[^\s\"'`()\[\]{}<>,;]{4,256}+)(?=[\s,;\"'`)\]}]|$))"
 )
+# Keys whose value is a password: it may be short (password: hunter2), or digits only.
+_PASSWORD_KEY = re.compile(r"(?i)passw(?:or)?d|passphrase|pwd")
 
 
 def _credible_assignment(match: re.Match[str]) -> bool:
     value = match["quoted"] or match["bare"]
-    return not _NOT_A_SECRET_KEY.search(match["key"]) and _looks_secret(value)
+    if _NOT_A_SECRET_KEY.search(match["key"]):
+        return False
+    if _PASSWORD_KEY.search(match["key"]):
+        return _looks_like_password(value, short=True) and len(value) >= 4
+    return len(value) >= 8 and _looks_secret(value)
 
 
 def find_secrets(text: str) -> list[SecretFinding]:
-    """Every secret-looking span in `text`, in order of position.
+    """Every secret-looking span in `text`, in order of position in the normalised text.
 
     Only the first SCAN_MAX_CHARS characters are scanned (see the module's docstring)."""
-    text = text[:SCAN_MAX_CHARS]
+    text = normalise(text[:SCAN_MAX_CHARS])
     # casefold, not lower: as the regular expressions' ignore-case, it takes "ſ" for "s".
     lowered = text.casefold()
     found: list[SecretFinding] = []
@@ -211,7 +460,7 @@ def find_secrets(text: str) -> list[SecretFinding]:
         for match in rule.pattern.finditer(text):
             if rule.check is not None and not rule.check(match):
                 continue
-            found.append(SecretFinding(rule.kind, match.start(), _mask(match.group())))
+            found.append(SecretFinding(rule.kind, match.start(), _mask(match.group()), match.end()))
             spans.append(match.span())
     # The spans found so far by start, with the furthest end up to each: an assignment
     # overlaps one of them iff some span starting before its end ends after its start.
@@ -229,8 +478,60 @@ def find_secrets(text: str) -> list[SecretFinding]:
         if before >= 0 and furthest[before] > start:
             continue
         if _credible_assignment(match):
-            found.append(SecretFinding(_ASSIGNMENT_KIND, start, _mask(match.group())))
+            found.append(SecretFinding(_ASSIGNMENT_KIND, start, _mask(match.group()), end))
     return sorted(found, key=lambda finding: finding.offset)
+
+
+# How much of each side of the description/body boundary is searched for a split secret:
+# more than the longest credential format (an Atlassian token, 192 characters), plus context.
+_SPLIT_WINDOW = 512
+# Rules that match a value of any shape after a word that names a secret.
+_GENERIC_KINDS = frozenset(
+    [
+        _ASSIGNMENT_KIND,
+        "password",
+        "password on a command line",
+        "password in a URL",
+        "bearer token",
+        "basic auth credentials",
+    ]
+)
+
+
+class MemorySecret(NamedTuple):
+    """Where in a memory a secret was found ("name", "description", "body", "extra", or
+    "description and body" for one split between them), and what it looks like."""
+
+    field: str
+    finding: SecretFinding
+
+
+def memory_secret(
+    name: str, description: str, body: str, extra: dict[str, Any] | None = None
+) -> MemorySecret | None:
+    """The first secret in a memory, checked as a whole, or None.
+
+    The name is read as words (a name made from text, as /remember does, can carry a
+    password); frontmatter kept in `extra` is checked as JSON."""
+    fields = [("name", name.replace("-", " ")), ("description", description), ("body", body)]
+    if extra:
+        fields.append(("extra", json.dumps(extra, ensure_ascii=False, default=str)))
+    for field, text in fields:
+        found = find_secrets(text)
+        if found:
+            return MemorySecret(field, found[0])
+    # A secret split across the end of the description and the start of the body: a
+    # vendor key cut in two (joined with nothing between), or "password:" and its value
+    # (joined with a line break). Only a finding that crosses the join counts; words that
+    # happen to meet make no vendor key, but could make any value of a generic rule.
+    head = normalise(description)[-_SPLIT_WINDOW:]
+    tail = normalise(body)[:_SPLIT_WINDOW]
+    for joint in ("", "\n"):
+        for finding in find_secrets(head + joint + tail):
+            crosses = finding.offset < len(head) and finding.end > len(head) + len(joint)
+            if crosses and (joint or finding.kind not in _GENERIC_KINDS):
+                return MemorySecret("description and body", finding)
+    return None
 
 
 def _mask(secret: str) -> str:

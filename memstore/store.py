@@ -22,6 +22,7 @@ from memstore.errors import (
     MemoryNotFound,
     NothingToRestore,
     RunNotFound,
+    SecretRefused,
     StoreUnavailable,
 )
 from memstore.models import (
@@ -110,6 +111,9 @@ class WriteTransaction:
     # When the run began, if before this transaction (a consolidation began when it asked
     # the model: changes made meanwhile must count as changes after it).
     run_started_at: str | None = None
+    # Store memories that look like they hold a secret: only when a person said so for
+    # this command (`--allow-secret`); never for what a model proposes.
+    allow_secrets: bool = False
     events: list[PendingEvent] = field(default_factory=list)
     # Final state of every memory this transaction touched, by id; which of them are new.
     _changed: dict[int, MemoryRecord] = field(default_factory=dict)
@@ -178,6 +182,7 @@ class WriteTransaction:
             created_at=self.now,
             updated_at=self.now,
         )
+        self._refuse_secrets(memory)
         self._new_ids.add(memory.id)
         self._apply(memory, Operation.CREATE, None)
         return memory
@@ -210,7 +215,10 @@ class WriteTransaction:
             return memory
         if new["name"] != old["name"] and new["name"] in self._live_names():
             raise MemoryExists(new["name"])
-        return self._apply(memory.changed(**new), Operation.UPDATE, memory)
+        changed = memory.changed(**new)
+        if any(new[key] != old[key] for key in ("name", "description", "body", "extra")):
+            self._refuse_secrets(changed)
+        return self._apply(changed, Operation.UPDATE, memory)
 
     def delete(
         self, memory: MemoryRecord, *, merged_into: MemoryRecord | None = None
@@ -247,6 +255,7 @@ class WriteTransaction:
             memory = next((_record(r) for r in rows if r["id"] not in self._changed), None)
         if memory is None:
             raise NothingToRestore(name, "no deleted memory has that name")
+        self._refuse_secrets(memory)
         return self._apply(memory.changed(deleted_at=None), Operation.RESTORE, memory)
 
     def restore_id(self, memory_id: int) -> MemoryRecord:
@@ -256,7 +265,19 @@ class WriteTransaction:
             raise NothingToRestore(memory.name, "it is not deleted")
         if memory.name in self._live_names():
             raise NothingToRestore(memory.name, "a memory with that name exists")
+        self._refuse_secrets(memory)
         return self._apply(memory.changed(deleted_at=None), Operation.RESTORE, memory)
+
+    def _refuse_secrets(self, memory: MemoryRecord) -> None:
+        """The one secrets check of every write that makes a memory's text live: create,
+        update, restore, and so import, undo, extraction, consolidation and /remember."""
+        if self.allow_secrets:
+            return
+        from memstore.secrets import memory_secret  # compiles its patterns: only on writes
+
+        found = memory_secret(memory.name, memory.description, memory.body, memory.extra)
+        if found is not None:
+            raise SecretRefused(found.field, found.finding.kind, memory.name)
 
     def by_id(self, memory_id: int) -> MemoryRecord:
         """This transaction's view of a memory, live or deleted."""
@@ -392,8 +413,11 @@ class MemoryStore:
         undoes: str | None = None,
         record_empty_run: bool = False,
         run_started_at: str | None = None,
+        allow_secrets: bool = False,
     ) -> Iterator[WriteTransaction]:
-        """One atomic unit of writes: everything in it commits together or not at all."""
+        """One atomic unit of writes: everything in it commits together or not at all.
+
+        `allow_secrets`: a person confirmed that what looks like a secret is none."""
         try:
             with self._writer.begin() as connection:
                 tx = WriteTransaction(
@@ -405,6 +429,7 @@ class MemoryStore:
                     undoes=undoes,
                     record_empty_run=record_empty_run,
                     run_started_at=run_started_at,
+                    allow_secrets=allow_secrets,
                 )
                 yield tx
                 tx.write()
@@ -418,9 +443,16 @@ class MemoryStore:
     # -- writes -----------------------------------------------------------------------------
 
     def create(
-        self, name: str, type: str, description: str, body: str, extra: dict[str, Any] | None = None
+        self,
+        name: str,
+        type: str,
+        description: str,
+        body: str,
+        extra: dict[str, Any] | None = None,
+        *,
+        allow_secrets: bool = False,
     ) -> MemoryRecord:
-        with self.transaction() as tx:
+        with self.transaction(allow_secrets=allow_secrets) as tx:
             return tx.create(name, type, description, body, extra)
 
     def update(
@@ -432,8 +464,9 @@ class MemoryStore:
         description: str | None = None,
         body: str | None = None,
         extra: dict[str, Any] | None = None,
+        allow_secrets: bool = False,
     ) -> MemoryRecord:
-        with self.transaction() as tx:
+        with self.transaction(allow_secrets=allow_secrets) as tx:
             return tx.update(
                 tx.get(name),
                 name=new_name,
@@ -447,8 +480,8 @@ class MemoryStore:
         with self.transaction() as tx:
             return tx.delete(tx.get(name))
 
-    def restore(self, name: str) -> MemoryRecord:
-        with self.transaction() as tx:
+    def restore(self, name: str, *, allow_secrets: bool = False) -> MemoryRecord:
+        with self.transaction(allow_secrets=allow_secrets) as tx:
             return tx.restore(name)
 
     # -- reads ------------------------------------------------------------------------------

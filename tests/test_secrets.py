@@ -3,12 +3,28 @@ alone, and hostile input it must get through quickly."""
 
 from __future__ import annotations
 
+import base64
+import json
+import sqlite3
 import time
+from pathlib import Path
 
 import pytest
+from anthropic import Anthropic
+from memctl.app import app
+from memctl.chat import remember
+from typer.testing import CliRunner
 
 from memstore import secrets
-from memstore.secrets import find_secrets
+from memstore.consolidate import consolidate_memories
+from memstore.errors import ConsolidationRefused, InvalidMemory, SecretRefused
+from memstore.extract import extract_memories
+from memstore.importer import import_memories
+from memstore.secrets import find_secrets, memory_secret
+from memstore.store import MemoryStore
+from memstore.undo import undo_run
+from tests.anthropic_server import AnthropicServer, text_reply
+from tests.conftest import MemctlRunner, write
 
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 
@@ -185,3 +201,347 @@ def test_only_the_first_megabyte_is_scanned() -> None:
     assert kinds(inside) == ["GitHub token"]
     beyond = " " * secrets.SCAN_MAX_CHARS + secret
     assert find_secrets(beyond) == []
+
+
+# -- the table: realistic credentials, and look-alikes that must pass, through every door --
+
+ZW = "\u200b"  # a zero-width space
+# Written from the credential formats (vendor prefixes and lengths, where people write
+# passwords), not fitted to the scanner.
+CREDENTIALS = [
+    ("AWS access key id", "the deploy user's key is AKIA2E0A8F3B244C9986"),
+    ("AWS secret", "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYzq8Ld4Kp2v"),
+    ("URL password", "connect with https://admin:hunter2@db.example.com/app"),
+    ("GitHub classic", "token ghp_" + "x7Kq2mP9vR4sT1wY6zB3nC8dF5gH0jL2aE4i"),
+    ("GitHub fine-grained", "github_pat_11ABCDEFG0" + "a1B2c3D4e5" * 7 + "x1"),
+    ("GitLab", "use glpat-Zx8vK2mQ9pR4sT1wY6zB for the registry"),
+    ("Slack bot", "SLACK=xoxb-2948172635-5829301746-aBcDeFgHiJkLmNoPqRsTuVwX"),
+    (
+        "Slack webhook",
+        "alerts go to https://hooks.slack.com/services/T024BE7LD/B01ABCDEF12/Xk9pQ2mR8sT4vW6yZ1aB3cD5",
+    ),
+    ("Google API key", "maps key AIzaSyD-9tSrke72PouQMnMX-a7eZSW0jkFMBWY"),
+    ("Stripe live", "billing uses sk_live_51H8a9bC0dE1fG2hI3jK4lM5nOp"),
+    ("Stripe restricted", "rk_live_51H8a9bC0dE1fG2hI3jK4lM5nOp"),
+    ("Anthropic", "ANTHROPIC_API_KEY=sk-ant-api03-" + "Xk9pQ2mR8s" * 9 + "AA"),
+    ("OpenAI project", "OPENAI_API_KEY=sk-proj-" + "Zq8vK2mQ9pR4sT1w" * 3),
+    ("npm", "//registry.npmjs.org/:_authToken=npm_" + "aB3dE5fG7hJ9kL1mN2pQ4rS6tU8vW0xY1z2A"),
+    ("Hugging Face", "HF_TOKEN hf_" + "aBcDeFgHiJkLmNoPqRsTuVwXyZ123456"),
+    ("SendGrid", "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"),
+    (
+        "private key",
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA0Z3VS5JJcds3xfn/ygWyF8PbnGy0AHB7MhgH\n"
+        "-----END RSA PRIVATE KEY-----",
+    ),
+    (
+        "JWT",
+        "session eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0"
+        ".dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    ),
+    ("Bearer", "curl -H 'Authorization: Bearer 8f3a2b1c9d7e6f5a4b3c2d1e0f9a8b7c'"),
+    ("Basic", "Authorization: Basic " + base64.b64encode(b"deploy:Tr0ub4dor&3").decode()),
+    ("prose password", "my password is hunter2"),
+    ("prose admin", "the admin password is Sunflower!2024"),
+    ("Chinese 1", "服务器的密码是 Qwer1234!"),
+    ("Chinese 2", "数据库密码：Zx82kfP0q9"),
+    ("short after password:", "password: hunter2"),
+    ("mysql -p", "mysql -u root -pS3cr3tP4ss! app"),
+    ("Twilio API key", "twilio key SK2b1c9d7e6f5a4b3c2d1e0f9a8b7c6d5e"),
+    ("Twilio auth token", "TWILIO_AUTH_TOKEN=9d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a"),
+    ("env assignment", "DB_PASSWORD=s3cr3tvalue"),
+    ("curl -u", "curl -u deploy:Zk39!dq https://ci.example.com/api"),
+    ("PGPASSWORD", "PGPASSWORD=pgPass42 psql -h db -U app"),
+    ("netrc", "machine api.heroku.com login me@example.com password 5e8f3a21c9"),
+    ("connection string", "Server=db;Database=app;User Id=sa;Password=Pa55w0rd!;"),
+    (
+        "PyPI",
+        "pypi-AgEIcHlwaS5vcmc" + "CJGQ2ZTk5YWQtYTc4Ny00ZjJjLWE3NmQtN2M4YzQ1ZjBhYzY4AAIqWzMsImE",
+    ),
+    ("Telegram", "bot 7123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw0"),
+    ("DigitalOcean", "dop_v1_" + "4b3c2d1e0f9a8b7c" * 4),
+    ("fullwidth GitHub", "ｇｈｐ＿" + "x7Kq2mP9vR4sT1wY6zB3nC8dF5gH0jL2aE4i"),
+    ("zero-width GitHub", "gh" + ZW + "p_x7Kq2mP9vR4sT1" + ZW + "wY6zB3nC8dF5gH0jL2aE4i"),
+    ("--password", "run ./deploy --password S3cr3t!x"),
+    ("docker login", "docker login -u me --password dckr_pat_2b1c9d7e6f5a4b3c2d1e0f9a8b7"),
+    ("digits password", "the wifi password is 84721936"),
+    ("Google OAuth secret", "client secret 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"),
+]
+# Text a coding agent's memories hold every day that merely resembles a credential.
+LOOK_ALIKES = [
+    "Fixed in 3f786850e387550fdab836ed7e6dc881de23001b",
+    "https://github.com/org/repo/commit/3f786850e387550fdab836ed7e6dc881de23001b",
+    "git checkout 9fceb02 before bisecting",
+    "request id 123e4567-e89b-12d3-a456-426614174000 in the logs",
+    "![dot](data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==)",
+    "keep the token budget under 4096 tokens per turn",
+    "password policy: at least 12 characters, rotated every 90 days",
+    "ANTHROPIC_API_KEY=sk-... goes in your shell profile",
+    "password: ${DB_PASSWORD}",
+    "Authorization: Bearer <your-token>",
+    "lodash-4.17.21.tgz integrity sha512-v2kDEe57lecTulaDIuNTPy3Ry4gLGJ6Z1O3vE1krgXZNrsQ+LFTGHVxVj"
+    "cXPs17LhbZVGedAJv8XZ1tvj5FvSg==",
+    'hash = "sha256:0b1e6f1b1e2b0c5d9c8f3f2b4f2f9c1a6c2b6c4a4c1e9f8e7d6c5b4a3f2e1d0c"',
+    "image digest sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+    "the password reset flow sends a mail",
+    "Secret management: we use Vault; never commit .env files",
+    "export DB_PASSWORD=$(vault kv get -field=password secret/db)",
+    "mysql -u root -p app  (it prompts for the password)",
+    'curl -u "$CI_USER:$CI_TOKEN" https://ci.example.com/api',
+    "the password is stored in the team vault",
+    "密码长度至少 12 位，包含大小写字母",
+    "密码是必填项，不能为空",
+    "max_tokens=4096 and temperature=0.2",
+    "tokenizer: bert-base-uncased",
+    "password_min_length: 12",
+    "API_KEY=<your-api-key>",
+    "postgres://user:password@localhost/db",
+    "Bearer token authentication is configured in auth.py",
+    "AKIA prefixes mark AWS access key ids",
+    "secret_key: SecretStr",
+    "Use --password-file /run/secrets/db rather than passing it inline",
+    "The Twilio account id lives in settings.TWILIO_ACCOUNT_SID",
+    "Run gpg --list-secret-keys to see them",
+    "Authorization: Basic <credentials>",
+    "the token expires after 3600 seconds",
+    "session_token_ttl: 900",
+    "release 2.14.0-rc.1+build.5 is on PyPI",
+    "api_key = os.environ['API_KEY']",
+    "SECRET_KEY=changeme",
+    "password: '********'",
+    "see the sk_test_ prefix in the Stripe docs",
+]
+
+
+def test_the_tables_are_large_enough() -> None:
+    assert len(CREDENTIALS) >= 30 and len(LOOK_ALIKES) >= 30
+
+
+@pytest.mark.parametrize(("label", "text"), CREDENTIALS, ids=[c[0] for c in CREDENTIALS])
+def test_each_credential_is_found(label: str, text: str) -> None:
+    assert find_secrets(text), label
+
+
+@pytest.mark.parametrize("text", LOOK_ALIKES)
+def test_each_look_alike_passes(text: str) -> None:
+    assert find_secrets(text) == []
+
+
+def test_a_memory_is_checked_as_a_whole() -> None:
+    key = "AKIA2E0A8F3B244C9986"
+    # Split between the description and the body, with nothing or a line break between.
+    split = memory_secret("deploy-notes", f"Deploy key {key[:9]}", f"{key[9:]} for staging")
+    assert split is not None and split.field == "description and body"
+    # /remember makes names from the first words: the name is read as words.
+    named = memory_secret("my-password-is-hunter2", "notes", "see the wiki")
+    assert named is not None and named.field == "name"
+    extra = memory_secret(
+        "n", "d", "b", {"api_key": "ghp_" + "x7Kq2mP9vR4sT1wY6zB3nC8dF5gH0jL2aE4i"}
+    )
+    assert extra is not None and extra.field == "extra"
+    # Words that merely meet at the join are no secret.
+    assert memory_secret("notes", "Password policy", "is 12 characters at least") is None
+
+
+def _in_process(db: Path, *args: str, input: str = "") -> tuple[int, str]:
+    """memctl's own app, run in this process (the table is too long for a subprocess per
+    row); exit code and stderr."""
+    done = CliRunner().invoke(app, ["--db", str(db), *args], input=input)
+    return done.exit_code, done.stderr
+
+
+def test_memctl_add_and_edit_refuse_every_credential(tmp_path: Path) -> None:
+    db = tmp_path / "memstore.db"
+    assert _in_process(db, "add", "notes", "-t", "project", "-d", "Notes", "-b", "plain")[0] == 0
+    problems = []
+    for index, (label, text) in enumerate(CREDENTIALS):
+        added = _in_process(db, "add", f"c-{index}", "-t", "project", "-d", "x", input=text)
+        edited = _in_process(db, "edit", "notes", "-b", text)
+        for door, (code, stderr) in (("add", added), ("edit", edited)):
+            lines = stderr.strip().splitlines()
+            if code != 1 or len(lines) != 1 or "--allow-secret" not in lines[0]:
+                problems.append(f"{door} {label}: {code} {stderr!r}")
+    assert problems == []
+    with MemoryStore(db) as store:
+        assert [(m.name, m.body) for m in store.memories()] == [("notes", "plain")]
+
+
+def test_look_alikes_pass_memctl_add(tmp_path: Path) -> None:
+    db = tmp_path / "memstore.db"
+    problems = []
+    for index, text in enumerate(LOOK_ALIKES):
+        code, stderr = _in_process(db, "add", f"l-{index}", "-t", "project", "-d", "N", input=text)
+        if code != 0:
+            problems.append(f"{text!r}: {stderr}")
+    assert problems == []
+
+
+def test_memctl_says_which_field_holds_what(memctl: MemctlRunner) -> None:
+    done = memctl(
+        "add", "deploy", "-t", "project", "-d", "Deploy notes",
+        "-b", "AKIA2E0A8F3B244C9986 https://admin:hunter2@db.example.com",
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr == (
+        "memctl: error: memory 'deploy': body holds what looks like an AWS access key id; "
+        "secrets are not saved; if it is not a secret, run again with --allow-secret\n"
+    )
+
+
+def test_allow_secret_is_the_explicit_override(tmp_path: Path, memctl: MemctlRunner) -> None:
+    text = "the wifi password is 84721936"
+    assert memctl("add", "wifi", "-t", "user", "-d", "Wifi", "-b", text).returncode == 1
+    done = memctl("add", "wifi", "-t", "user", "-d", "Wifi", "-b", text, "--allow-secret")
+    assert done.returncode == 0, done.stderr
+    # Its value never reaches the run's record; the option names do.
+    commands = [
+        row[0]
+        for row in sqlite3.connect(tmp_path / ".memory" / "memstore.db").execute(
+            "SELECT command FROM run"
+        )
+    ]
+    assert commands == ["memctl add wifi -t ... -d ... -b ... --allow-secret"]
+    # Renaming needs the override again (the name joins the text checked); a type change
+    # does not touch the text.
+    assert memctl("edit", "wifi", "-t", "project").returncode == 0
+    assert memctl("edit", "wifi", "-d", "Office wifi").returncode == 1
+    assert memctl("edit", "wifi", "-d", "Office wifi", "--allow-secret").returncode == 0
+    # Restore brings text back to life: checked too.
+    assert memctl("rm", "wifi").returncode == 0
+    assert memctl("restore", "wifi").returncode == 1
+    assert memctl("restore", "wifi", "--allow-secret").returncode == 0
+
+
+def test_option_values_are_not_recorded(tmp_path: Path, memctl: MemctlRunner) -> None:
+    for args in (
+        ["add", "a", "--type", "user", "--description", "SECRET-1", "--body", "SECRET-2"],
+        ["add", "b", "-t", "user", "-dSECRET-3", "--body=SECRET-4"],
+        ["edit", "a", "-b", "SECRET-5", "--name", "a2"],
+    ):
+        assert memctl(*args).returncode == 0
+    commands = [
+        row[0]
+        for row in sqlite3.connect(tmp_path / ".memory" / "memstore.db").execute(
+            "SELECT command FROM run ORDER BY started_at"
+        )
+    ]
+    assert commands == [
+        "memctl add a --type ... --description ... --body ...",
+        "memctl add b -t ... -d... --body=...",
+        "memctl edit a -b ... --name ...",
+    ]
+    assert "SECRET" not in json.dumps(commands)
+
+
+def test_import_refuses_each_credential(tmp_path: Path, store: MemoryStore) -> None:
+    for index, (label, text) in enumerate(CREDENTIALS):
+        folder = tmp_path / f"in-{index}"
+        write(folder / "fine.md", "---\nname: fine\ntype: project\ndescription: ok\n---\nok\n")
+        write(folder / "key.md", f"---\nname: key\ntype: project\ndescription: k\n---\n{text}\n")
+        with pytest.raises(SecretRefused):
+            import_memories(store, folder)
+        assert store.count() == 0, label
+    # In frontmatter too (kept as extra metadata, written back on export).
+    folder = tmp_path / "front"
+    token = "ghp_" + "x7Kq2mP9vR4sT1wY6zB3nC8dF5gH0jL2aE4i"
+    write(
+        folder / "a.md", f"---\nname: a\ntype: project\ndescription: a\ntoken: {token}\n---\nok\n"
+    )
+    with pytest.raises(SecretRefused, match="extra"):
+        import_memories(store, folder)
+
+
+def test_memctl_import_refuses_and_allows(tmp_path: Path, memctl: MemctlRunner) -> None:
+    folder = tmp_path / "notes"
+    for index, text in enumerate(LOOK_ALIKES):
+        write(
+            folder / f"note-{index}.md", f"---\ntype: project\ndescription: n{index}\n---\n{text}\n"
+        )
+    done = memctl("import", str(folder))
+    assert done.returncode == 0, done.stderr
+    assert len(json.loads(memctl("list", "--json").stdout)) == len(LOOK_ALIKES)
+    write(folder / "leak.md", "---\ntype: project\ndescription: l\n---\nmy password is hunter2\n")
+    done = memctl("import", str(folder))
+    assert (
+        done.returncode == 1
+        and "memory 'leak': body holds what looks like a password" in done.stderr
+    )
+    assert "--allow-secret" in done.stderr and len(done.stderr.splitlines()) == 1
+    assert memctl("import", str(folder), "--allow-secret").returncode == 0
+    assert len(json.loads(memctl("list", "--json").stdout)) == len(LOOK_ALIKES) + 1
+
+
+def test_remember_refuses_every_credential_and_keeps_look_alikes(store: MemoryStore) -> None:
+    for label, text in CREDENTIALS:
+        with pytest.raises(InvalidMemory, match="secret"):
+            remember(store, text)
+        assert store.count() == 0, label
+    for text in LOOK_ALIKES:
+        remember(store, f"project: {text}")
+    assert store.count() == len(LOOK_ALIKES)
+
+
+def _item(name: str, body: str) -> dict[str, str]:
+    return {"name": name, "type": "project", "description": "Learnt", "body": body}
+
+
+def test_extraction_drops_every_credential_and_keeps_look_alikes(
+    store: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+) -> None:
+    items = [_item(f"cred-{i}", text) for i, (_, text) in enumerate(CREDENTIALS)]
+    # A credential as the name, and one split between description and body.
+    items.append(_item("ghp_x7Kq2mP9vR4sT1wY6zB3nC8dF5gH0jL2aE4i", "a token"))
+    items.append({**_item("split", "F3B244C9986 for staging"), "description": "AKIA2E0A8"})
+    anthropic_server.script(text_reply(json.dumps(items)))
+    messages = [{"role": "user", "content": "remember these"}]
+    result = extract_memories(messages, store=store, client=client, max_items=100)
+    assert result.created == [] and len(result.dropped) == len(items)
+    assert all("secret" in reason for reason in result.dropped)
+    assert store.count() == 0
+
+    items = [_item(f"note-{i}", text) for i, text in enumerate(LOOK_ALIKES)]
+    anthropic_server.script(text_reply(json.dumps(items)))
+    result = extract_memories(messages, store=store, client=client, max_items=100)
+    assert result.dropped == [] and len(result.created) == len(LOOK_ALIKES)
+
+
+def test_consolidation_refuses_every_credential_and_keeps_look_alikes(
+    store: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+) -> None:
+    def merge_a_and_b(body: str, name: str) -> None:
+        plan = {"merge": [{"sources": ["a", "b"], **_item(name, body)}], "drop": []}
+        anthropic_server.script(text_reply(json.dumps(plan)))
+        consolidate_memories(store=store, client=client, confirmed=True)
+
+    with store.transaction() as tx:
+        tx.create("a", "project", "A", "first")
+        tx.create("b", "project", "B", "second")
+    for label, text in CREDENTIALS:
+        with pytest.raises(ConsolidationRefused, match="secret"):
+            merge_a_and_b(text, "ab")
+        assert sorted(m.name for m in store.memories()) == ["a", "b"], label
+    for index, text in enumerate(LOOK_ALIKES):
+        merge_a_and_b(text, "a")
+        assert [(m.name, m.body) for m in store.memories()] == [("a", text)]
+        store.create("b", "project", "B", f"second {index}")
+
+
+def test_undo_and_restore_cannot_bring_a_refused_text_back(store: MemoryStore) -> None:
+    leak = "my password is hunter2"
+    store.create("wifi", "user", "Wifi", leak, allow_secrets=True)
+    with store.transaction() as tx:
+        tx.update(tx.get("wifi"), body="ask the office manager")
+    cleaned = store.history("wifi")[-1].run_id
+    with pytest.raises(SecretRefused):
+        undo_run(store, cleaned)
+    assert store.get("wifi").body == "ask the office manager"
+    store.delete("wifi")
+    store.create("wifi", "user", "Wifi", leak, allow_secrets=True)
+    store.delete("wifi")
+    with pytest.raises(SecretRefused):
+        store.restore("wifi")
+    assert store.find("wifi") is None
+
+
+def test_basic_credentials_placeholders_pass() -> None:
+    placeholder = base64.b64encode(b"username:password").decode()
+    assert find_secrets(f"Authorization: Basic {placeholder}") == []

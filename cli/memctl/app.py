@@ -22,7 +22,7 @@ from memctl.render import (
     print_json,
     print_table,
 )
-from memstore.errors import InvalidMemory, MemstoreError, SemanticUnavailable
+from memstore.errors import InvalidMemory, MemstoreError, SecretRefused, SemanticUnavailable
 from memstore.models import MemoryRecord
 from memstore.store import MemoryStore
 
@@ -43,7 +43,49 @@ class State:
 
 
 def _store(actor: str = "cli") -> MemoryStore:
-    return MemoryStore(State.db, actor=actor, command=shlex.join(["memctl", *sys.argv[1:]]))
+    return MemoryStore(State.db, actor=actor, command=_command_line())
+
+
+def _command_line() -> str:
+    """The command as typed, for the run's record, with every option's value left out
+    (`-b ...`): a body or description given on the command line stays out of history."""
+    command: Any = typer.main.get_command(app)
+    takes_value = _value_options(command)
+    words = ["memctl"]
+    hide_next = options_done = False
+    for arg in sys.argv[1:]:
+        if hide_next:
+            words.append("...")
+            hide_next = False
+        elif options_done or not arg.startswith("-") or arg == "-":
+            words.append(arg)
+            subcommand = getattr(command, "commands", {}).get(arg)
+            if subcommand is not None and not options_done:
+                command = subcommand
+                takes_value |= _value_options(command)
+        elif arg == "--":
+            options_done = True
+            words.append(arg)
+        elif arg.startswith("--") and "=" in arg:
+            words.append(arg.partition("=")[0] + "=...")
+        elif arg in takes_value:
+            words.append(arg)
+            hide_next = True
+        elif not arg.startswith("--") and arg[:2] in takes_value:
+            words.append(arg[:2] + "...")  # -bVALUE
+        else:
+            words.append(arg)
+    return shlex.join(words)
+
+
+def _value_options(command: Any) -> set[str]:
+    """The option names of `command` that take a value (not flags)."""
+    return {
+        name
+        for param in command.params
+        if param.param_type_name == "option" and not param.is_flag and not param.count
+        for name in param.opts
+    }
 
 
 def _err(message: str) -> None:
@@ -56,6 +98,19 @@ def fail(message: str) -> NoReturn:
 
 
 TYPE_HELP = "user, feedback, project or reference."
+AllowSecretOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-secret",
+        help="Store it even though it looks like it holds a secret (a key, token, password).",
+    ),
+]
+
+
+def _secret_hint(error: SecretRefused) -> NoReturn:
+    fail(f"{error}; if it is not a secret, run again with --allow-secret")
+
+
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
@@ -113,14 +168,18 @@ def add(
     body: Annotated[
         str | None, typer.Option("--body", "-b", help="Markdown body (default: read stdin).")
     ] = None,
+    allow_secret: AllowSecretOption = False,
 ) -> None:
     """Add a memory; the body comes from --body or stdin."""
     if body is None:
         if sys.stdin.isatty():
             fail("give the body with --body, or pipe it on stdin")
         body = sys.stdin.read()
-    with _store() as store:
-        memory = store.create(name, type, description, body)
+    try:
+        with _store() as store:
+            memory = store.create(name, type, description, body, allow_secrets=allow_secret)
+    except SecretRefused as error:
+        _secret_hint(error)
     _err(f"added {memory.name}")
 
 
@@ -131,6 +190,7 @@ def edit(
     type: Annotated[str | None, typer.Option("--type", "-t", help=TYPE_HELP)] = None,
     description: Annotated[str | None, typer.Option("--description", "-d")] = None,
     body: Annotated[str | None, typer.Option("--body", "-b")] = None,
+    allow_secret: AllowSecretOption = False,
 ) -> None:
     """Change a memory: with options, or in $EDITOR on its canonical text."""
     with _store() as store:
@@ -141,15 +201,20 @@ def edit(
                 "description": description,
                 "body": body,
             }
-            with store.transaction() as tx:
-                memory = tx.get(name)
-                updated = tx.update(memory, **fields)
+            try:
+                with store.transaction(allow_secrets=allow_secret) as tx:
+                    memory = tx.get(name)
+                    updated = tx.update(memory, **fields)
+            except SecretRefused as error:
+                _secret_hint(error)
         else:
-            memory, updated = _edit_in_editor(store, name)
+            memory, updated = _edit_in_editor(store, name, allow_secret)
     _err(f"updated {updated.name}" if updated is not memory else f"no changes to {name}")
 
 
-def _edit_in_editor(store: MemoryStore, name: str) -> tuple[MemoryRecord, MemoryRecord]:
+def _edit_in_editor(
+    store: MemoryStore, name: str, allow_secret: bool
+) -> tuple[MemoryRecord, MemoryRecord]:
     """Edit the canonical text in $VISUAL/$EDITOR and apply it. The edited text is kept
     (and its path printed) whenever it cannot be applied, so no typing is lost."""
     import subprocess
@@ -178,7 +243,7 @@ def _edit_in_editor(store: MemoryStore, name: str) -> tuple[MemoryRecord, Memory
         for key in ("name", "type", "description"):
             if not isinstance(metadata.get(key), str):
                 raise InvalidMemory(key, "must be present in the frontmatter as text")
-        with store.transaction() as tx:
+        with store.transaction(allow_secrets=allow_secret) as tx:
             memory = tx.get(name)
             if memory.version != opened.version:
                 fail(f"{name} changed while you were editing; your text is kept in {path}")
@@ -192,6 +257,11 @@ def _edit_in_editor(store: MemoryStore, name: str) -> tuple[MemoryRecord, Memory
                     k: v for k, v in metadata.items() if k not in ("name", "type", "description")
                 },
             )
+    except SecretRefused as error:
+        fail(
+            f"{error}; your text is kept in {path} (if it is not a secret, run again with "
+            "--allow-secret)"
+        )
     except (UnreadableFile, UnicodeDecodeError, MemstoreError) as error:
         fail(f"{error}; nothing changed, your text is kept in {path}")
     path.unlink()
@@ -208,10 +278,13 @@ def remove(name: str) -> None:
 
 
 @app.command()
-def restore(name: str) -> None:
+def restore(name: str, allow_secret: AllowSecretOption = False) -> None:
     """Bring back the most recently deleted memory of this name."""
-    with _store() as store:
-        store.restore(name)
+    try:
+        with _store() as store:
+            store.restore(name, allow_secrets=allow_secret)
+    except SecretRefused as error:
+        _secret_hint(error)
     _err(f"restored {name}")
 
 
@@ -641,6 +714,7 @@ def import_command(
     default_type: Annotated[
         str | None, typer.Option("--default-type", help="Type for files that name none.")
     ] = None,
+    allow_secret: AllowSecretOption = False,
 ) -> None:
     """Read memory files (ours, Claude Code's, hand-written) into the database."""
     from memstore.errors import ImportRejected
@@ -656,11 +730,14 @@ def import_command(
                 dry_run=dry_run,
                 default_type=default_type,
                 progress=progress,
+                allow_secrets=allow_secret,
             )
     except ImportRejected as error:
         for problem in error.problems:
             _err(f"invalid: {problem}")
         raise
+    except SecretRefused as error:
+        _secret_hint(error)
     for note in report.notes:
         _err(f"note: {note}")
     for problem in report.problems:
