@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import stat
 import time
 from collections.abc import Iterator
@@ -30,7 +31,12 @@ PREFERENCE = {
 
 
 def model_env(server: AnthropicServer) -> dict[str, str]:
-    return {"ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": server.url}
+    # Not the user's settings file: no allow rule approves anything unless a test says so.
+    return {
+        "ANTHROPIC_API_KEY": "test-key",
+        "ANTHROPIC_BASE_URL": server.url,
+        "MEMSTORE_SETTINGS": os.devnull,
+    }
 
 
 def main_calls(server: AnthropicServer) -> list[dict[str, Any]]:
@@ -115,10 +121,14 @@ def test_a_tool_round_trip_and_a_refused_escape(
         "chat",
         "--workspace",
         str(workspace),
+        "--dangerously-skip-approvals",
         input="create hello.py\n",
         env=model_env(anthropic_server),
     )
     assert done.returncode == 0, done.stderr
+    assert "--dangerously-skip-approvals: commands, writes and edits run without asking" in (
+        done.stdout
+    )
     assert (workspace / "hello.py").read_text() == "print('hi')\n"
     assert "⏺ write_file(hello.py)" in done.stdout and "⏺ read_file(../secret.txt)" in done.stdout
     results = main_calls(anthropic_server)[2]["messages"][-1]["content"]
@@ -205,6 +215,7 @@ def test_a_long_session_is_compacted(
         "chat",
         "--context-tokens",
         "1000",
+        "--dangerously-skip-approvals",
         input="run printf 41 times\nwhat did we do?\n",
         env=model_env(anthropic_server),
     )
@@ -467,7 +478,13 @@ def test_piped_tool_lines_are_not_cut(
 ) -> None:
     command = "echo " + "long-word-" * 30
     anthropic_server.script(tool_reply(("bash", {"command": command})), text_reply("done"))
-    done = memctl("chat", "--no-memory", input="run it\n", env=model_env(anthropic_server))
+    done = memctl(
+        "chat",
+        "--no-memory",
+        "--dangerously-skip-approvals",
+        input="run it\n",
+        env=model_env(anthropic_server),
+    )
     assert done.returncode == 0, done.stderr
     assert f"⏺ bash({command})" in done.stdout
     assert f"  ⎿ {'long-word-' * 30}" in done.stdout
@@ -500,3 +517,116 @@ def test_cost_goes_on_after_resume(memctl: MemctlRunner, anthropic_server: Anthr
         "agent: 2 model calls · input 1,500 · output 15 · cache reads 7 · cache writes 0"
         in resumed.stdout
     )
+
+
+# -- approvals: asked on a terminal, refused when piped, skipped only when told -------------
+
+
+def test_the_terminal_asks_before_a_command_a_write_or_an_edit(
+    tmp_path: Path, terminal: Any, anthropic_server: AnthropicServer
+) -> None:
+    (tmp_path / "notes.txt").write_text("keep this line\nand this one\n")
+    anthropic_server.script(
+        tool_reply(("bash", {"command": "touch once.txt"})),
+        tool_reply(("bash", {"command": "touch again.txt"})),
+        tool_reply(("bash", {"command": "touch again.txt"})),
+        tool_reply(("write_file", {"path": "notes.txt", "content": "keep this line\nnot this\n"})),
+        tool_reply(("edit_file", {"path": "notes.txt", "old_text": "keep", "new_text": "drop"})),
+        tool_reply(("read_file", {"path": "notes.txt"})),
+        text_reply("all done"),
+    )
+    term = terminal("--no-memory")
+    term.type("tidy up\r")
+    term.wait_for("  $ touch once.txt\n  [y] once  [a] always this session  [n] no ›")
+    term.type("y\r")
+    term.wait_for("  $ touch again.txt\n  [y] once")
+    term.type("a\r")
+    term.wait_for("allowed for the rest of this session: bash command 'touch again.txt'")
+    # The second `touch again.txt` runs unasked; the write shows its diff.
+    term.wait_for("Write notes.txt (24 bytes, 2 lines)?\n  @@ -1,2 +1,2 @@")
+    term.wait_for("  -and this one\n  +not this\n  [y] once")
+    term.type("n\r")
+    term.wait_for("why (optional, the model sees it) ›")
+    term.type("keep my notes\r")
+    term.wait_for("Edit notes.txt?\n  - keep\n  + drop\n  [y] once")
+    term.type("n\r")
+    term.wait_for("why (optional, the model sees it) ›")
+    term.type("\r")
+    screen = term.wait_for("all done")
+    term.type("\x04")
+    assert term.finish() == 0
+    assert screen.count("[y] once  [a] always this session  [n] no ›") == 4  # not read_file
+    assert (tmp_path / "once.txt").exists() and (tmp_path / "again.txt").exists()
+    assert (tmp_path / "notes.txt").read_text() == "keep this line\nand this one\n"
+    results = [
+        block
+        for call in main_calls(anthropic_server)
+        for block in call["messages"][-1]["content"]
+        if block["type"] == "tool_result"
+    ]
+    assert [r.get("is_error", False) for r in results] == [False, False, False, True, True, False]
+    assert results[3]["content"] == "not run: the user refused this call: keep my notes"
+    assert results[4]["content"] == "not run: the user refused this call: no reason given"
+
+
+def test_what_the_model_asks_to_run_is_shown_escaped(
+    tmp_path: Path, terminal: Any, anthropic_server: AnthropicServer
+) -> None:
+    # A right-to-left override and an escape sequence would make the screen lie.
+    command = "echo safe \u202e; rm -rf ~ \x1b[2K"
+    anthropic_server.script(tool_reply(("bash", {"command": command})), text_reply("ok"))
+    term = terminal("--no-memory")
+    term.type("go\r")
+    term.wait_for("$ echo safe \\u202e; rm -rf ~ \\u001b[2K")
+    term.type("\x03")  # Ctrl-C at the question stops the turn; nothing runs
+    term.wait_for("[turn stopped; the session goes on]")
+    term.type("\x04")
+    assert term.finish() == 0
+
+
+def test_piped_without_the_flag_refuses_what_needs_approval_and_goes_on(
+    tmp_path: Path, memctl: MemctlRunner, anthropic_server: AnthropicServer
+) -> None:
+    anthropic_server.script(
+        tool_reply(
+            ("bash", {"command": "touch ran.txt"}),
+            ("write_file", {"path": "new.txt", "content": "x"}),
+            ("glob", {"pattern": "*"}),
+        ),
+        text_reply("I could not."),
+        text_reply("Second answer."),
+    )
+    done = memctl(
+        "chat", "--no-memory", input="make files\nand now?\n", env=model_env(anthropic_server)
+    )
+    assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "ran.txt").exists() and not (tmp_path / "new.txt").exists()
+    bash, write, glob = main_calls(anthropic_server)[1]["messages"][-1]["content"]
+    for refused in (bash, write):
+        assert refused["is_error"] is True
+        assert "needs the user's approval and there is no terminal" in refused["content"]
+        assert "--dangerously-skip-approvals" in refused["content"]
+    assert "is_error" not in glob  # read-only: no approval needed
+    assert "I could not." in done.stdout and "Second answer." in done.stdout
+
+
+def test_an_allow_rule_of_the_settings_runs_piped(
+    tmp_path: Path, memctl: MemctlRunner, anthropic_server: AnthropicServer
+) -> None:
+    settings = tmp_path / "settings.toml"
+    settings.write_text('[chat]\nallow = ["bash(touch *)"]\n')
+    env = {**model_env(anthropic_server), "MEMSTORE_SETTINGS": str(settings)}
+    anthropic_server.script(
+        tool_reply(("bash", {"command": "touch allowed.txt"})),
+        tool_reply(("bash", {"command": "touch x.txt; touch sneaky.txt"})),
+        text_reply("done"),
+    )
+    done = memctl("chat", "--no-memory", input="go\n", env=env)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "allowed.txt").exists()
+    assert not (tmp_path / "x.txt").exists() and not (tmp_path / "sneaky.txt").exists()
+
+    settings.write_text('[chat]\nallow = ["rm -rf"]\n')
+    refused = memctl("chat", "--no-memory", input="go\n", env=env)
+    assert refused.returncode == 1 and len(refused.stderr.splitlines()) == 1
+    assert refused.stderr.startswith("memctl: error: allow rule 'rm -rf' is not understood")

@@ -551,6 +551,14 @@ def chat(
     session: Annotated[
         str | None, typer.Option("--session", help="Go on with this saved session (id or prefix).")
     ] = None,
+    dangerously_skip_approvals: Annotated[
+        bool,
+        typer.Option(
+            "--dangerously-skip-approvals",
+            help="Run every command, write and edit the model asks for without asking you "
+            "(for unattended runs in a sandbox).",
+        ),
+    ] = False,
 ) -> None:
     """Talk to a coding agent that remembers across sessions."""
     from memctl.chat import run_chat
@@ -572,6 +580,7 @@ def chat(
         client=client,
         context_tokens=context_tokens,
         resume=session or ("last" if resume else None),
+        skip_approvals=dangerously_skip_approvals,
     )
 
 

@@ -17,9 +17,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from memctl.approve import terminal_approver
 from memctl.chat_input import MessageInput, PipedInput, TerminalInput, keys_not_echoed
 from memctl.render import one_line, print_table
-from memstore.agent.approval import ApprovalPolicy
+from memstore.agent.approval import SKIP_FLAG, ApprovalPolicy, load_allow_rules
 from memstore.agent.compact import CompactionSettings
 from memstore.agent.loop import Agent, AgentFailed, SessionFiles
 from memstore.agent.memory import AgentMemory
@@ -111,16 +112,22 @@ class TerminalEvents:
         """One line; on a terminal cut to its width (piped output is never cut)."""
         if self.tty:
             self._console.print(
-                text, style=style or None, markup=False, overflow="ellipsis", no_wrap=True
+                text,
+                style=style or None,
+                markup=False,
+                emoji=False,
+                overflow="ellipsis",
+                no_wrap=True,
             )
         else:
             sys.stdout.write(text + "\n")
             sys.stdout.flush()
 
     def block(self, text: str) -> None:
-        """Several lines shown whole (help, a memory), wrapped on a terminal."""
+        """Text shown whole (help, a memory, what an approval is asked for), wrapped on a
+        terminal."""
         if self.tty:
-            self._console.print(text, markup=False)
+            self._console.print(text, markup=False, emoji=False)
         else:
             sys.stdout.write(text + "\n")
             sys.stdout.flush()
@@ -183,8 +190,10 @@ def run_chat(
     client: Any,
     context_tokens: int,
     resume: str | None = None,
+    skip_approvals: bool = False,
 ) -> None:
     tty = sys.stdin.isatty() and sys.stdout.isatty()
+    allow = load_allow_rules()  # a settings file in error stops here, in one line
     events = TerminalEvents(tty)
     sessions = db.parent / "sessions"
     if resume is not None:
@@ -205,6 +214,9 @@ def run_chat(
             if use_memory
             else None
         )
+        reader: MessageInput = TerminalInput(db.parent / "chat_history") if tty else PipedInput()
+        # Piped, nobody can be asked: what needs approval is refused, unless a rule allows it.
+        ask = terminal_approver(workspace, events.block, reader.ask) if tty else None
         agent = Agent(
             client,
             model=model,
@@ -213,8 +225,7 @@ def run_chat(
             memory=memory,
             events=events,
             compaction=CompactionSettings(context_budget_tokens=context_tokens),
-            # Until the REPL asks the user (its `repl` work), calls run as they did before.
-            approval=ApprovalPolicy(skip_all=True),
+            approval=ApprovalPolicy(allow=allow, ask=ask, skip_all=skip_approvals),
         )
         if resume is not None:
             messages, skipped = session.load()
@@ -222,11 +233,12 @@ def run_chat(
             load_usage(agent)
             note = f"; {skipped} unreadable lines skipped" if skipped else ""
             events.line(f"resumed session {session_id}: {len(messages)} messages{note}")
-        reader: MessageInput = TerminalInput(db.parent / "chat_history") if tty else PipedInput()
         memories = f"{store.count()} memories" if use_memory else "memory off"
         events.line(
             f"memctl chat · {model} · {workspace} · {memories} · /help for commands", style="dim"
         )
+        if skip_approvals:
+            events.notice(f"{SKIP_FLAG}: commands, writes and edits run without asking")
         try:
             _repl(agent, store, events, reader, export_dir)
         finally:
