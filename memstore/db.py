@@ -7,16 +7,25 @@ another database without touching the store's logic.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import JSON, Connection, Engine, Table, create_engine, event
-from sqlalchemy.exc import DatabaseError
 
-from memstore.errors import QueryFailed, StoreUnavailable
+from memstore.errors import (
+    DatabaseCorrupt,
+    MemstoreError,
+    NoDatabase,
+    QueryFailed,
+    SchemaTooNew,
+    StoreUnavailable,
+)
 from memstore.search import segment
+from memstore.workspace import create_private_file, ensure_gitignore
 
 # Head of migrations/versions; tests check that it matches the Alembic script directory.
 # Comparing against it lets an up-to-date database open without importing Alembic.
@@ -111,12 +120,28 @@ def stored_revision(engine: Engine) -> str | None:
         return None if row is None else str(row[0])
 
 
-def open_database(path: Path) -> Engine:
-    """An engine on an up-to-date database, creating or migrating it as needed."""
+def open_database(path: Path, *, create: bool = True) -> Engine:
+    """An engine on an up-to-date database, creating or migrating it as needed.
+
+    A new database file is created 0600 (its -wal and -shm files take its mode), and a
+    database in a `.memory/` folder is kept out of git (workspace.ensure_gitignore).
+
+    With create=False (the commands that only read) the database must exist: NoDatabase
+    otherwise, and nothing is created. When its file or folder cannot be written (a
+    read-only filesystem or folder), it is opened read-only instead.
+    """
     path = Path(path)
+    if not create:
+        if not path.exists():
+            raise NoDatabase(str(path))
+        if not _writable(path):
+            return _open_read_only(path)
     engine: Engine | None = None
+    created = False
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if create:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            created = create_private_file(path)
         engine = create_sqlite_engine(path)
         if stored_revision(engine) != SCHEMA_HEAD:
             from memstore.migrate import upgrade_to_head  # imports Alembic: only when needed
@@ -125,32 +150,179 @@ def open_database(path: Path) -> Engine:
     except BaseException as error:
         if engine is not None:
             engine.dispose()
-        if isinstance(error, DatabaseError):  # includes "file is not a database"
-            raise StoreUnavailable(f"cannot open database {path}: {error.orig}") from error
-        if isinstance(error, OSError):
-            reason = error.strerror or error
-            raise StoreUnavailable(f"cannot open database {path}: {reason}") from error
-        raise
+        raise database_error(path, error) from error
+    if create:
+        ensure_gitignore(path, created=created)
     return engine
 
 
-def _deny_attach(action: int, *_: object) -> int:
-    return sqlite3.SQLITE_DENY if action in (sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH) else 0
+def database_error(path: Path, error: BaseException) -> BaseException:
+    """The one-line error for a failure to open or read the database at `path`; `error`
+    itself when it is no database error (a bug, or already a MemstoreError)."""
+    if isinstance(error, MemstoreError):
+        return error
+    reason = getattr(error, "orig", None) or error
+    if isinstance(reason, sqlite3.DatabaseError):
+        code = getattr(reason, "sqlite_errorcode", None)
+        if code == sqlite3.SQLITE_CORRUPT:
+            return DatabaseCorrupt(f"the database {path} is corrupt: {reason}")
+        if code == sqlite3.SQLITE_READONLY or (
+            code == sqlite3.SQLITE_CANTOPEN and path.exists() and not _writable(path)
+        ):
+            return StoreUnavailable(f"cannot write the database {path}: it is read-only ({reason})")
+        return StoreUnavailable(f"cannot open database {path}: {reason}")
+    if isinstance(error, OSError):
+        return StoreUnavailable(f"cannot open database {path}: {error.strerror or error}")
+    return error
 
 
-def read_only_query(path: Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """Run one statement on a connection that cannot write."""
-    uri = f"{Path(path).resolve().as_uri()}?mode=ro"
-    connection = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+def _writable(path: Path) -> bool:
+    """Whether SQLite can write the database: the file, and its folder (for -wal and -shm)."""
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+
+
+def _read_only_uri(path: Path) -> str:
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    # Reading a WAL database needs its -shm file. In a folder that cannot be written it
+    # cannot be created; with no -wal left (closed cleanly) the file alone is the whole
+    # database, which `immutable` reads without any lock or -shm.
+    wal = path.with_name(path.name + "-wal")
+    if not os.access(path.parent, os.W_OK) and not (wal.exists() and wal.stat().st_size > 0):
+        uri += "&immutable=1"
+    return uri
+
+
+def connect_read_only(path: Path) -> sqlite3.Connection:
+    """A DBAPI connection that cannot write (mode=ro, query_only), with our SQL functions."""
+    connection = sqlite3.connect(
+        _read_only_uri(path), uri=True, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False
+    )
+    connection.isolation_level = None
+    connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    connection.execute("PRAGMA query_only = ON")
+    connection.execute("PRAGMA foreign_keys = ON")
+    register_functions(connection)
+    return connection
+
+
+def _open_read_only(path: Path) -> Engine:
+    """An engine that reads a database it cannot write; it must be up to date already."""
+    engine = create_engine(
+        f"sqlite:///{path}",
+        creator=lambda: connect_read_only(path),
+        json_serializer=_to_json,
+    )
+    event.listen(engine, "begin", _begin)
     try:
-        connection.execute("PRAGMA query_only = ON")
+        revision = stored_revision(engine)
+    except BaseException as error:
+        engine.dispose()
+        raise database_error(path, error) from error
+    if revision != SCHEMA_HEAD:
+        engine.dispose()
+        if revision is not None and revision > SCHEMA_HEAD:
+            raise SchemaTooNew(str(path), revision)
+        raise StoreUnavailable(
+            f"cannot open database {path}: it was written by an older memstore and needs "
+            "upgrading, which needs write access (the file or its folder is read-only)"
+        )
+    return engine
+
+
+# Functions `memctl sql` refuses: fts3_tokenizer returns a memory address (and with an
+# argument installs a tokenizer from one); the others load code or touch files.
+DENIED_FUNCTIONS = frozenset(
+    {"fts3_tokenizer", "fts5", "load_extension", "readfile", "writefile", "edit"}
+)
+
+
+# The progress handler runs every this many SQLite instructions: often enough to stop
+# within milliseconds, rare enough to cost nothing measurable.
+PROGRESS_STEPS = 10_000
+FETCH_ROWS = 500
+
+
+class ReadOnlyQuery:
+    """One statement of the user's on a connection that cannot write, bounded in time and
+    rows, its rows streamed. `interrupt()` (Ctrl-C) stops it from a signal handler."""
+
+    def __init__(
+        self, path: Path, sql: str, *, timeout: float | None = None, max_rows: int | None = None
+    ) -> None:
+        self.timeout = timeout
+        self.max_rows = max_rows
+        self.truncated = False
+        self.interrupted = False
+        self._deadline = None if timeout is None else time.monotonic() + timeout
+        self._path = Path(path)
+        self._denied: list[str] = []
+        self._sql = sql
+        self.columns: list[str] = []
+        self._connection = connect_read_only(self._path)
+        self._connection.set_authorizer(self._authorize)
+        self._connection.set_progress_handler(self._should_stop, PROGRESS_STEPS)
+
+    def start(self) -> list[str]:
+        """Run the statement up to its first row; its column names."""
+        self._cursor = self._run(lambda: self._connection.execute(self._sql))
+        self.columns = [d[0] for d in self._cursor.description or []]
+        return self.columns
+
+    def rows(self) -> Iterator[tuple[Any, ...]]:
+        """The rows, a few hundred at a time, up to max_rows (then `truncated` is set)."""
+        count = 0
+        while True:
+            batch = self._run(lambda: self._cursor.fetchmany(FETCH_ROWS))
+            if not batch:
+                return
+            for row in batch:
+                if self.interrupted:  # Ctrl-C while the rows were being printed
+                    raise KeyboardInterrupt
+                if self.max_rows is not None and count == self.max_rows:
+                    self.truncated = True
+                    return
+                count += 1
+                yield row
+
+    def interrupt(self) -> None:
+        self.interrupted = True
+        self._connection.interrupt()
+
+    def close(self) -> None:
+        self._connection.close()
+
+    def __enter__(self) -> ReadOnlyQuery:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def _authorize(self, action: int, _first: str | None, second: str | None, *_: object) -> int:
         # ATTACH and VACUUM INTO would create files elsewhere; query_only does not stop them.
-        connection.set_authorizer(_deny_attach)
-        register_functions(connection)
-        cursor = connection.execute(sql)
-        columns = [d[0] for d in cursor.description or []]
-        return columns, cursor.fetchall()
-    except sqlite3.Error as error:
-        raise QueryFailed(f"sql: {error}") from None
-    finally:
-        connection.close()
+        if action in (sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH):
+            return sqlite3.SQLITE_DENY
+        if action == sqlite3.SQLITE_FUNCTION and (second or "").lower() in DENIED_FUNCTIONS:
+            self._denied.append(str(second))
+            return sqlite3.SQLITE_DENY
+        return sqlite3.SQLITE_OK
+
+    def _should_stop(self) -> int:
+        timed_out = self._deadline is not None and time.monotonic() > self._deadline
+        return 1 if self.interrupted or timed_out else 0
+
+    def _run(self, step: Any) -> Any:
+        try:
+            return step()
+        except sqlite3.Error as error:
+            if self.interrupted:
+                raise KeyboardInterrupt from None
+            if self._deadline is not None and time.monotonic() > self._deadline:
+                raise QueryFailed(
+                    f"sql: stopped after {self.timeout:g} s, the time limit"
+                    " (--timeout SECONDS to allow more, 0 for none)"
+                ) from None
+            if self._denied:
+                raise QueryFailed(f"sql: {self._denied[0]}() is not allowed here") from None
+            if getattr(error, "sqlite_errorcode", None) == sqlite3.SQLITE_CORRUPT:
+                raise database_error(self._path, error) from None
+            raise QueryFailed(f"sql: {error}") from None

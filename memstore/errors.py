@@ -125,3 +125,15 @@ class ModelFetchFailed(MemstoreError):
 
 class SemanticUnavailable(MemstoreError):
     """Semantic recall cannot run: its model's files do not load."""
+
+
+class NoDatabase(MemstoreError):
+    """A command that only reads found no database: it creates none."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(f"no database at {path}")
+
+
+class DatabaseCorrupt(StoreUnavailable):
+    """SQLite reports the database file as damaged (corrupted pages)."""

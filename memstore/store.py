@@ -385,13 +385,16 @@ def _row_of(memory: MemoryRecord, columns: Iterable[str]) -> dict[str, Any]:
 
 
 class MemoryStore:
-    """A memstore database. Opening it creates or migrates the schema."""
+    """A memstore database. Opening it creates or migrates the schema; with create=False
+    it must exist, and is opened read-only where it cannot be written (db.open_database)."""
 
-    def __init__(self, path: str | Path, *, actor: str = "api", command: str = "") -> None:
+    def __init__(
+        self, path: str | Path, *, actor: str = "api", command: str = "", create: bool = True
+    ) -> None:
         self.path = Path(path)
         self.actor = actor
         self.command = command
-        self.engine = open_database(self.path)
+        self.engine = open_database(self.path, create=create)
         self._writer = writer(self.engine)
 
     def close(self) -> None:

@@ -64,6 +64,8 @@ def memctl(tmp_path: Path) -> MemctlRunner:
     ) -> subprocess.CompletedProcess[str]:
         environment = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200"}
         environment.pop("MEMCTL_DB", None)
+        # The workspace is found upward from the cwd: not in a stray /tmp/.memory.
+        environment["MEMCTL_CEILING_DIRECTORIES"] = str(tmp_path.parent)
         environment.update(env or {})
         return subprocess.run(
             [sys.executable, "-m", "memctl", *args],

@@ -88,8 +88,8 @@ def test_downgrade_and_upgrade_again(tmp_path: Path) -> None:
     tables = {r[0] for r in sqlite3.connect(db).execute("SELECT name FROM sqlite_master")}
     assert "memory" not in tables and "memory_fts" not in tables
     with MemoryStore(db) as store:  # opening migrates the empty database back up
-        store.create("again", "user", "d", "b")
-        assert [h.memory.name for h in store.search("again")] == ["again"]
+        store.create("revived", "user", "d", "b")
+        assert [h.memory.name for h in store.search("revived")] == ["revived"]
 
 
 def imported_modules_after(code: str) -> set[str]:

@@ -4,15 +4,19 @@ Commands stay thin: they parse options, call memstore, and render. Errors a user
 are MemstoreError subclasses, rendered once in main() as one line on stderr, exit code 1.
 """
 
+import copy
 import logging
 import os
 import shlex
+import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
+from sqlalchemy.exc import DatabaseError
+from typer.core import TyperGroup
 
 from memctl.render import (
     change_summary,
@@ -20,16 +24,65 @@ from memctl.render import (
     memory_as_dict,
     plan_lines,
     print_json,
+    print_json_rows,
     print_table,
+    visible_controls,
 )
-from memstore.errors import InvalidMemory, MemstoreError, SecretRefused, SemanticUnavailable
+from memstore.errors import (
+    InvalidMemory,
+    MemstoreError,
+    NoDatabase,
+    SecretRefused,
+    SemanticUnavailable,
+)
 from memstore.models import MemoryRecord
 from memstore.store import MemoryStore
+from memstore.workspace import Workspace, find_workspace, workspace_of_database
 
 DEFAULT_DIRECTORY = ".memory"
-DEFAULT_DB = Path(DEFAULT_DIRECTORY) / "memstore.db"
+
+
+class State:
+    """Where this command's memory is: set while the command line is parsed (_set_db)."""
+
+    db: Path = Path(DEFAULT_DIRECTORY) / "memstore.db"
+    db_given = False  # by --db or MEMCTL_DB
+    workspace = Workspace(Path("."), "")
+
+
+def _set_db(value: Path | None) -> Path | None:
+    if value is None and State.db_given:
+        return value  # given before the command name, not repeated after it
+    found = find_workspace(Path.cwd())
+    State.db_given = value is not None
+    State.db = Path(os.path.abspath(value)) if value is not None else found.database
+    State.workspace = (workspace_of_database(State.db) if value is not None else None) or found
+    return value
+
+
+class _DbGroup(TyperGroup):
+    """The app's command group. Its --db option (configure's) is copied onto every command
+    below it, so that --db goes before or after the command name with one definition; only
+    the app's own reads MEMCTL_DB, so the environment never overrides a --db given first."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        option = next(p for p in self.params if p.name == "db")
+        _add_db_option(self, option)
+
+
+def _add_db_option(group: Any, option: Any) -> None:
+    for command in group.commands.values():
+        copied = copy.copy(option)
+        copied.envvar = None
+        copied.expose_value = False  # _set_db keeps it; the command's function takes none
+        command.params.append(copied)
+        if hasattr(command, "commands"):  # a group: `memctl semantic status --db X`
+            _add_db_option(command, option)
+
 
 app = typer.Typer(
+    cls=_DbGroup,
     help="Long-term memory for coding agents: memories in SQLite, audited, exported to .memory/.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -38,12 +91,15 @@ app = typer.Typer(
 )
 
 
-class State:
-    db: Path = DEFAULT_DB
-
-
-def _store(actor: str = "cli") -> MemoryStore:
-    return MemoryStore(State.db, actor=actor, command=_command_line())
+def _store(actor: str = "cli", *, read_only: bool = False) -> MemoryStore:
+    """The workspace's store. A command that only reads passes read_only: it creates no
+    database (NoDatabase: "no memory here"), and opens one it cannot write read-only."""
+    return MemoryStore(
+        State.db,
+        actor=actor,
+        command=_command_line(),
+        create=not read_only,
+    )
 
 
 def _command_line() -> str:
@@ -117,15 +173,18 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of 
 @app.callback()
 def configure(
     db: Annotated[
-        Path,
+        Path | None,
         typer.Option(
             "--db",
             envvar="MEMCTL_DB",
-            help="The database file (default: .memory/memstore.db in the current directory).",
+            callback=_set_db,
+            help="The database file (default: .memory/memstore.db of the workspace, found"
+            " upward from the current folder as git finds a repository). Before or after"
+            " the command name.",
         ),
-    ] = DEFAULT_DB,
+    ] = None,
 ) -> None:
-    State.db = db
+    pass  # _set_db, the option's callback, keeps it (for every command: see _DbGroup)
 
 
 @app.command("list")
@@ -134,7 +193,7 @@ def list_memories(
     json: JsonOption = False,
 ) -> None:
     """List the memories."""
-    with _store() as store:
+    with _store(read_only=True) as store:
         if json:
             print_json([memory_as_dict(m) for m in store.memories(type)])
             return
@@ -150,12 +209,14 @@ def show(name: str, json: JsonOption = False) -> None:
     """Show one memory in its canonical file form."""
     from memstore.files import render_memory_file
 
-    with _store() as store:
+    with _store(read_only=True) as store:
         memory = store.get(name)
     if json:
         print_json(memory_as_dict(memory))
     else:
-        sys.stdout.write(render_memory_file(memory))
+        text = render_memory_file(memory)
+        # A memory is untrusted text: on a terminal its escape sequences are shown, not run.
+        sys.stdout.write(visible_controls(text) if sys.stdout.isatty() else text)
 
 
 @app.command()
@@ -302,7 +363,7 @@ def search(
     if not search_terms(query):
         _err(f"no searchable words in {query!r}: common words like 'the' or 'how' are not searched")
         return
-    with _store() as store:
+    with _store(read_only=True) as store:
         hits = store.search(query, limit)
     if json:
         print_json([{**memory_as_dict(h.memory), "score": h.score} for h in hits])
@@ -329,7 +390,7 @@ def recall_command(
     from memstore.recall import recall
 
     client = None if offline else make_client()
-    with _store() as store:
+    with _store(read_only=True) as store:
         result = recall([{"role": "user", "content": text}], limit, store=store, client=client)
         memories = {name: store.find(name) for name in result.names}
     if client is None and not offline and result.path.startswith("keyword"):
@@ -390,7 +451,7 @@ def semantic_status(json: JsonOption = False) -> None:
             semantic.encoder()  # that the files load, not only that they are there
         except SemanticUnavailable as error:
             reason = str(error)
-    with _store() as store:
+    with _store(read_only=True) as store:
         present, live = store.vector_counts(semantic.MODEL_NAME)
     status = {
         "on": reason is None,
@@ -467,7 +528,7 @@ def history(
     if runs:
         if name is not None:
             fail("--runs lists every run; leave out the name")
-        with _store() as store:
+        with _store(read_only=True) as store:
             rows = store.runs(limit)
         if json:
             print_json(rows)
@@ -502,7 +563,7 @@ def history(
         else:
             _err("no runs yet")
         return
-    with _store() as store:
+    with _store(read_only=True) as store:
         events = store.history(name, limit)
     if json:
         print_json([event_as_dict(e) for e in events])
@@ -527,8 +588,13 @@ NO_MODEL_HELP = (
 @app.command()
 def chat(
     workspace: Annotated[
-        Path, typer.Option("--workspace", "-w", help="The folder the agent works in.")
-    ] = Path("."),
+        Path | None,
+        typer.Option(
+            "--workspace",
+            "-w",
+            help="The folder the agent works in (default: the workspace, as `memctl path`).",
+        ),
+    ] = None,
     model: Annotated[
         str | None,
         typer.Option("--model", "-m", help="The model (default: $MEMSTORE_MODEL or Sonnet)."),
@@ -564,14 +630,15 @@ def chat(
     from memctl.chat import run_chat
     from memstore.llm import make_client, model_name
 
-    workspace = workspace.resolve()
+    # The memory of the folder's workspace (found upward from it), unless --db says otherwise.
+    found = State.workspace if workspace is None else find_workspace(workspace)
+    workspace = found.root if workspace is None else workspace.resolve()
     if not workspace.is_dir():
         fail(f"no folder {workspace}")
     client = make_client(max_retries=4)
     if client is None:
         fail(f"memctl chat needs a model: {NO_MODEL_HELP}")
-    # The workspace's own memory, unless --db or MEMCTL_DB says otherwise.
-    db = workspace / DEFAULT_DB if State.db == DEFAULT_DB else State.db
+    db = State.db if State.db_given else found.database
     run_chat(
         db=db,
         workspace=workspace,
@@ -602,8 +669,9 @@ def consolidate(
         int, typer.Option("--max", min=1, help="Keep at most this many memories.")
     ] = 30,
     directory: Annotated[
-        Path, typer.Option("--export-dir", help="Re-export here afterwards.")
-    ] = Path(DEFAULT_DIRECTORY),
+        Path | None,
+        typer.Option("--export-dir", help="Re-export here afterwards (default: .memory/)."),
+    ] = None,
 ) -> None:
     """Merge duplicates and drop outdated memories with the model, in one undoable run."""
     from memstore import consolidate as consolidation
@@ -612,6 +680,7 @@ def consolidate(
 
     if run is not None and not undo:
         fail("a run id is only taken with --undo")
+    directory = directory or State.workspace.memory_folder
     with _store(actor="cli") as store:
         if undo:
             _undo(store, run, directory)
@@ -699,21 +768,23 @@ def _run_note(row: dict[str, Any]) -> str:
 
 @app.command("export")
 def export_command(
-    directory: Annotated[Path, typer.Argument(help="Where to write (default: .memory/).")] = Path(
-        DEFAULT_DIRECTORY
-    ),
+    directory: Annotated[
+        Path | None,
+        typer.Argument(help="Where to write (default: the workspace's .memory/)."),
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite files edited by hand.")] = False,
 ) -> None:
     """Write the canonical .memory/ files and MEMORY.md."""
     with _store() as store:
-        _reexport(store, directory, force=force)
+        _reexport(store, directory or State.workspace.memory_folder, force=force)
 
 
 @app.command("import")
 def import_command(
     directory: Annotated[
-        Path, typer.Argument(help="The folder to read (default: .memory/).")
-    ] = Path(DEFAULT_DIRECTORY),
+        Path | None,
+        typer.Argument(help="The folder to read (default: the workspace's .memory/)."),
+    ] = None,
     skip_invalid: Annotated[
         bool, typer.Option("--skip-invalid", help="Import the readable files, skip the rest.")
     ] = False,
@@ -729,6 +800,7 @@ def import_command(
     from memstore.errors import ImportRejected
     from memstore.importer import import_memories
 
+    directory = directory or State.workspace.memory_folder
     progress = _progress_printer() if sys.stderr.isatty() else None
     try:
         with _store(actor="import") as store:
@@ -794,35 +866,77 @@ def _progress_printer() -> Callable[[int, int], None]:
 @app.command()
 def index() -> None:
     """Print the MEMORY.md index text."""
-    with _store() as store:
-        sys.stdout.write(store.index_text())
+    with _store(read_only=True) as store:
+        text = store.index_text()
+    sys.stdout.write(visible_controls(text) if sys.stdout.isatty() else text)
 
 
 @app.command()
-def sql(query: str, json: JsonOption = False) -> None:
-    """Run one read-only SQL query; see the README for the tables and views."""
-    from memstore.db import read_only_query
+def sql(
+    query: str,
+    json: JsonOption = False,
+    timeout: Annotated[
+        float,
+        typer.Option("--timeout", min=0, help="Stop the query after this many seconds (0: never)."),
+    ] = 30.0,
+    max_rows: Annotated[
+        int, typer.Option("--max-rows", min=0, help="Print at most this many rows (0: all).")
+    ] = 10_000,
+) -> None:
+    """Run one read-only SQL query; see the README for the tables and views. Ctrl-C stops it."""
+    import signal
 
-    _store().close()  # create or migrate the database first
-    columns, rows = read_only_query(State.db, query)
-    if json:
-        print_json([dict(zip(columns, row, strict=True)) for row in rows])
-    elif columns:
-        print_table(columns, rows)
+    from memstore.db import ReadOnlyQuery
+
+    _store(read_only=True).close()  # migrates the database first, where it can be written
+    with ReadOnlyQuery(
+        State.db, query, timeout=timeout or None, max_rows=max_rows or None
+    ) as running:
+        # Python's own SIGINT handling waits for SQLite to return, which a runaway query
+        # never does: the handler interrupts the connection instead.
+        previous = signal.signal(signal.SIGINT, lambda *_: running.interrupt())
+        try:
+            columns = running.start()
+            if json:
+                print_json_rows(columns, running.rows())
+            elif columns:
+                print_table(columns, running.rows())
+        except KeyboardInterrupt:
+            sys.stdout.flush()
+            _err("memctl: sql interrupted")
+            raise SystemExit(130) from None
+        finally:
+            signal.signal(signal.SIGINT, previous)
+    if running.truncated:
+        _err(f"stopped after {max_rows} rows: --max-rows N for more, 0 for all")
 
 
 @app.command()
 def path() -> None:
-    """Print the database path."""
-    print(State.db.resolve())
+    """Print the database path (and, on stderr, the workspace and whether it exists yet)."""
+    print(State.db)
+    how = "given by --db or MEMCTL_DB" if State.db_given else State.workspace.how
+    exists = "exists" if State.db.exists() else "not created yet ('memctl add' or 'import' will)"
+    _err(f"workspace: {State.workspace.root} ({how}); database {exists}")
 
 
 def main() -> None:
     logging.basicConfig(format="memctl: %(message)s", level=logging.WARNING)
     try:
         app()
+    except NoDatabase as error:
+        # A command that only reads: there is nothing to read, which is no error.
+        _err(
+            f"no memory here ({error}); add one with 'memctl add' or bring a folder in with"
+            " 'memctl import'"
+        )
+        raise SystemExit(0) from None
     except MemstoreError as error:
         fail(str(error))
+    except (DatabaseError, sqlite3.DatabaseError) as error:  # e.g. corrupted pages met late
+        from memstore.db import database_error
+
+        fail(str(database_error(State.db, error)))
     except KeyboardInterrupt:
         _err("memctl: interrupted")
         raise SystemExit(130) from None

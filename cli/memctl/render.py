@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memstore.models import MemoryEvent, MemoryRecord
@@ -51,9 +53,39 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"cannot show {type(value).__name__} as JSON")
 
 
-def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    """Aligned columns; on a terminal, lines are cut to its width."""
-    cells = [[one_line(value) for value in row] for row in rows]
+def print_json_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """Rows of `memctl sql` as a JSON array of objects, one line per row, written as they
+    come. Always valid JSON: a BLOB is hex, and infinities (which JSON has no number
+    for) are the strings "Infinity" and "-Infinity" (SQLite stores no NaN: it is NULL)."""
+    out = sys.stdout
+    out.write("[")
+    separator = "\n  "
+    for row in rows:
+        values = {c: _json_value(v) for c, v in zip(columns, row, strict=True)}
+        out.write(separator + json.dumps(values, ensure_ascii=False, allow_nan=False))
+        separator = ",\n  "
+    out.write("]\n" if separator == "\n  " else "\n]\n")
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return value
+
+
+# Column widths come from this many first rows; the rest stream with those widths.
+TABLE_SAMPLE_ROWS = 1_000
+
+
+def print_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """Aligned columns; on a terminal, lines are cut to its width. Rows are written as they
+    come (a long `memctl sql` result is never held whole), as wide as the first rows need."""
+    iterator = iter(rows)
+    cells = [
+        [one_line(value) for value in row] for row in itertools.islice(iterator, TABLE_SAMPLE_ROWS)
+    ]
     widths = [len(h) for h in headers]
     for row in cells:
         for i, value in enumerate(row[:-1]):
@@ -62,6 +94,9 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     lines = [_line(headers, widths)] + [_line(row, widths) for row in cells]
     out = "\n".join(line[:limit] if limit else line for line in lines)
     sys.stdout.write(out + "\n")
+    for rest in iterator:
+        line = _line([one_line(value) for value in rest], widths)
+        sys.stdout.write((line[:limit] if limit else line) + "\n")
 
 
 def _line(values: Sequence[str], widths: Sequence[int]) -> str:
@@ -69,7 +104,25 @@ def _line(values: Sequence[str], widths: Sequence[int]) -> str:
     return "  ".join([*padded, values[-1]]).rstrip()
 
 
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+# C0 and C1 controls (ESC starts every terminal sequence: colours, title, clear screen, OSC 52
+# clipboard writes; C1 CSI/OSC do the same in one character), DEL, and the bidirectional
+# overrides and isolates that make text read differently from what it is.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_LAYOUT = re.compile("[\t\n\r\v\f]")
+
+
+def visible_controls(text: str) -> str:
+    """Text with its control characters shown as escapes (ESC as \\x1b), tabs and line
+    breaks kept: what a memory says, not what it would do to a terminal."""
+    return _CONTROL.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    character = match.group()
+    if character in "\t\n":
+        return character
+    code = ord(character)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def one_line(value: Any) -> str:
@@ -79,8 +132,8 @@ def one_line(value: Any) -> str:
     if isinstance(value, bytes):
         return value.hex()
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    # Imported text is untrusted: no control characters (terminal escapes) reach the screen.
-    return " ".join(_CONTROL.sub(" ", text).split())
+    # Imported text is untrusted: control characters (terminal escapes) are shown, not run.
+    return " ".join(visible_controls(_LAYOUT.sub(" ", text)).split())
 
 
 def change_summary(event: MemoryEvent) -> str:

@@ -1,0 +1,282 @@
+"""Hostile queries and odd databases (issue 12.7, 12.9): `memctl sql` is bounded in time and
+rows, streams, prints valid JSON and refuses functions that leak addresses or load code; a
+read-only database is read, a corrupt one is one line; a memory cannot drive the terminal."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from memstore.store import MemoryStore
+from tests.conftest import MemctlRunner
+
+RUNAWAY = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
+
+
+def add(memctl: MemctlRunner, name: str, body: str = "text", description: str = "") -> None:
+    done = memctl("add", name, "-t", "project", "-d", description or f"about {name}", "-b", body)
+    assert done.returncode == 0, done.stderr
+
+
+def one_line_error(done: subprocess.CompletedProcess[str], text: str) -> None:
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("memctl: error: "), done.stderr
+    assert text in lines[0], done.stderr
+
+
+def memctl_process(tmp_path: Path, *args: str, **kwargs: object) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "NO_COLOR": "1", "MEMCTL_CEILING_DIRECTORIES": str(tmp_path.parent)}
+    env.pop("MEMCTL_DB", None)
+    return subprocess.Popen(
+        [sys.executable, "-m", "memctl", *args],
+        cwd=tmp_path,
+        env=env,
+        **kwargs,  # type: ignore[call-overload]
+    )
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT fts3_tokenizer('simple')",
+        "SELECT FTS3_TOKENIZER('porter') AS p",
+        "SELECT load_extension('/tmp/evil.so')",
+        "SELECT name FROM memory WHERE fts3_tokenizer('simple') IS NOT NULL",
+    ],
+)
+def test_functions_that_leak_or_load_code_are_refused(memctl: MemctlRunner, query: str) -> None:
+    add(memctl, "a-note")
+    done = memctl("sql", query)
+    one_line_error(done, "is not allowed here")
+    assert done.stdout == ""
+
+
+def test_runaway_query_stops_at_the_time_limit(memctl: MemctlRunner) -> None:
+    add(memctl, "a-note")
+    started = time.monotonic()
+    done = memctl("sql", RUNAWAY + "SELECT count(*) FROM c", "--timeout", "1")
+    one_line_error(done, "stopped after 1 s")
+    assert time.monotonic() - started < 30
+
+
+def test_row_cap_and_override(memctl: MemctlRunner) -> None:
+    add(memctl, "a-note")
+    capped = memctl("sql", RUNAWAY + "SELECT x FROM c", "--json", "--max-rows", "5")
+    assert capped.returncode == 0, capped.stderr
+    assert [row["x"] for row in json.loads(capped.stdout)] == [1, 2, 3, 4, 5]
+    assert "stopped after 5 rows" in capped.stderr
+    default = memctl("sql", RUNAWAY + "SELECT x FROM c")
+    assert default.returncode == 0 and len(default.stdout.splitlines()) == 1 + 10_000
+    more = memctl("sql", RUNAWAY + "SELECT x FROM c LIMIT 12000", "--max-rows", "0")
+    assert len(more.stdout.splitlines()) == 1 + 12_000 and "stopped" not in more.stderr
+
+
+def test_rows_are_streamed(tmp_path: Path, memctl: MemctlRunner) -> None:
+    """An endless result (no cap, no limit) prints its first rows at once: fetchall() never
+    returned, and 10M rows ended in a MemoryError."""
+    add(memctl, "a-note")
+    process = memctl_process(
+        tmp_path,
+        "sql",
+        RUNAWAY + "SELECT x FROM c",
+        "--json",
+        "--max-rows",
+        "0",
+        "--timeout",
+        "0",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline() == b"[\n"
+        assert json.loads(process.stdout.readline().rstrip(b",\n")) == {"x": 1}
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_ctrl_c_interrupts_a_running_query(tmp_path: Path, memctl: MemctlRunner) -> None:
+    add(memctl, "a-note")
+    process = memctl_process(
+        tmp_path,
+        "sql",
+        RUNAWAY + "SELECT count(*) FROM c",
+        "--timeout",
+        "0",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    time.sleep(3)  # start-up, then well inside the query
+    assert process.poll() is None
+    process.send_signal(signal.SIGINT)
+    try:
+        _, stderr = process.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        pytest.fail("Ctrl-C did not stop the query")
+    assert process.returncode == 130
+    assert b"interrupted" in stderr and b"Traceback" not in stderr
+
+
+def test_json_is_valid_json(memctl: MemctlRunner) -> None:
+    add(memctl, "a-note")
+    done = memctl(
+        "sql", "SELECT 1e999 AS big, -1e999 AS small, 0.5 AS half, x'00ff' AS blob", "--json"
+    )
+    assert done.returncode == 0, done.stderr
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"not JSON: {constant}")
+
+    rows = json.loads(done.stdout, parse_constant=refuse)
+    assert rows == [{"big": "Infinity", "small": "-Infinity", "half": 0.5, "blob": "00ff"}]
+    assert json.loads(memctl("sql", "SELECT 1 WHERE 0", "--json").stdout) == []
+
+
+def test_query_writes_nothing(memctl: MemctlRunner, tmp_path: Path) -> None:
+    """Neither the database nor its WAL changes while a query runs, or after."""
+    add(memctl, "a-note")
+    database = tmp_path / ".memory" / "memstore.db"
+    wal = database.with_name("memstore.db-wal")
+    before = database.read_bytes()
+    wal_before = wal.stat().st_size if wal.exists() else 0
+    done = memctl("sql", RUNAWAY + "SELECT max(x) FROM c", "--timeout", "2")
+    assert done.returncode == 1
+    for query in ["DELETE FROM memory", "PRAGMA journal_mode = DELETE", "VACUUM"]:
+        assert memctl("sql", query).returncode == 1
+    assert (wal.stat().st_size if wal.exists() else 0) == wal_before
+    assert database.read_bytes() == before
+
+
+def corrupt_every_page_but_the_first(database: Path) -> None:
+    data = bytearray(database.read_bytes())
+    page_size = int.from_bytes(data[16:18], "big")
+    for offset in range(page_size, len(data), page_size):
+        data[offset : offset + page_size] = bytes([0xA5]) * page_size
+    database.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["list"],
+        ["show", "note-3"],
+        ["search", "corrupt"],
+        ["history"],
+        ["index"],
+        ["sql", "SELECT count(*) FROM memory"],
+        ["add", "new-note", "-t", "user", "-d", "d", "-b", "b"],
+        ["rm", "note-3"],
+        ["export"],
+        ["recall", "--offline", "corrupt pages"],
+    ],
+    ids=" ".join,
+)
+def test_corrupt_database_is_one_line(
+    memctl: MemctlRunner, tmp_path: Path, command: list[str]
+) -> None:
+    database = tmp_path / ".memory" / "memstore.db"
+    with MemoryStore(database) as store, store.transaction() as tx:
+        for i in range(40):
+            tx.create(f"note-{i}", "project", f"note {i}", "corrupt pages " * 200)
+    corrupt_every_page_but_the_first(database)
+    one_line_error(memctl(*command), f"the database {database} is corrupt")
+
+
+def _read_only_mount_works() -> bool:
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        return False
+    probe = subprocess.run(
+        ["unshare", "-m", "sh", "-c", "mount --bind -o ro / /mnt 2>/dev/null || exit 1"],
+        capture_output=True,
+    )
+    return probe.returncode == 0
+
+
+def test_read_only_filesystem(memctl: MemctlRunner, tmp_path: Path) -> None:
+    """Every command failed on a read-only filesystem, list and sql included."""
+    if not _read_only_mount_works():
+        pytest.skip("needs root and mount namespaces for a read-only bind mount")
+    add(memctl, "a-note", body="read me")
+    add(memctl, "b-note")
+    memory = tmp_path / ".memory"
+    assert not (memory / "memstore.db-wal").exists()  # closed cleanly
+
+    def read_only(*args: str) -> subprocess.CompletedProcess[str]:
+        script = 'mount --bind -o ro "$1" "$1" && shift && exec "$@"'
+        env = {**os.environ, "MEMCTL_CEILING_DIRECTORIES": str(tmp_path.parent)}
+        mount = ["unshare", "-m", "sh", "-c", script, "sh", str(memory)]
+        return subprocess.run(
+            [*mount, sys.executable, "-m", "memctl", *args],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    listed = read_only("list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [m["name"] for m in json.loads(listed.stdout)] == ["a-note", "b-note"]
+    assert "read me" in read_only("show", "a-note").stdout
+    assert "a-note" in read_only("search", "read").stdout
+    assert read_only("history", "--json").returncode == 0
+    rows = read_only("sql", "SELECT count(*) AS n FROM live_memory", "--json")
+    assert json.loads(rows.stdout) == [{"n": 2}], rows.stderr
+    one_line_error(read_only("add", "c-note", "-t", "user", "-d", "d", "-b", "b"), "read-only")
+    one_line_error(read_only("rm", "a-note"), "read-only")
+    assert sorted(p.name for p in memory.iterdir()) == [".gitignore", "memstore.db"]
+
+
+HOSTILE = (
+    "before \x1b]52;c;cm0gLXJmIH4=\x07 clipboard, \x1b]0;pwned\x07 title, \x1b[2J\x1b[H clear,"
+    " \x9b31m C1, \u202eevil\u202c after"
+)
+
+
+def on_a_terminal(tmp_path: Path, *args: str) -> bytes:
+    """memctl's stdout when it is a terminal (a pseudo-terminal)."""
+    controller, terminal = pty.openpty()
+    process = memctl_process(
+        tmp_path, *args, stdout=terminal, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL
+    )
+    os.close(terminal)
+    output = b""
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # EIO: the terminal closed
+            break
+        if not chunk:
+            break
+        output += chunk
+    process.wait(timeout=60)
+    os.close(controller)
+    return output
+
+
+def test_terminal_escapes_in_a_memory_are_shown_not_run(
+    memctl: MemctlRunner, tmp_path: Path
+) -> None:
+    add(memctl, "hostile", body=HOSTILE, description="desc \x1b]0;title\x07 end")
+    for command in (["show", "hostile"], ["list"], ["search", "clipboard"], ["history"], ["index"]):
+        shown = on_a_terminal(tmp_path, *command).decode()
+        assert "\x1b" not in shown and "\x07" not in shown and "\x9b" not in shown, command
+        assert "\u202e" not in shown, command
+        assert "\\x1b]0;" in shown, (command, shown)
+    shown = on_a_terminal(tmp_path, "show", "hostile").decode()
+    assert "\\x1b]52;c;cm0gLXJmIH4=\\x07 clipboard" in shown and "\\x9b31m" in shown
+    # Piped, show prints the canonical file as it is (`memctl show x > x.md`).
+    assert HOSTILE in memctl("show", "hostile").stdout
