@@ -62,7 +62,9 @@ def metered(usage: Usage) -> Iterator[Usage]:
     try:
         yield usage
     finally:
-        _meters.remove(usage)
+        # By identity: list.remove compares by value, and two meters at zero are equal (a
+        # sub-agent's would remove its parent's).
+        del _meters[next(i for i, meter in enumerate(_meters) if meter is usage)]
 
 
 class ModelUnavailable(MemstoreError):

@@ -587,15 +587,15 @@ def load_memories(
 
 
 def memories_block(memories: Sequence[MemoryRecord], now: datetime | None = None) -> str:
-    from memstore.files import render_memory_file
-
+    """The memories inside <relevant_memories>, as data: their text is escaped (as_data), so
+    a memory can neither close the wrapper nor open a tag of its own."""
     if not memories:
         return ""
     now = now or datetime.now(UTC)
     parts: list[str] = []
     size = 0
     for shown, memory in enumerate(memories):
-        part = _with_age(memory, now) + _cut(render_memory_file(memory), MEMORY_MAX_BYTES)
+        part = _with_age(memory, now) + as_data(_cut(_rendered(memory), MEMORY_MAX_BYTES))
         part_size = len(part.encode())
         if size + part_size > BLOCK_MAX_BYTES:
             left = len(memories) - shown
@@ -607,6 +607,38 @@ def memories_block(memories: Sequence[MemoryRecord], now: datetime | None = None
         parts.append(part)
         size += part_size
     return "<relevant_memories>\n" + "\n".join(parts) + "</relevant_memories>"
+
+
+def _rendered(memory: MemoryRecord) -> str:
+    """The memory as its file; a memory that cannot be rendered (frontmatter nested too
+    deep, for one) is shown without its extra keys rather than breaking the turn."""
+    from memstore.files import render_memory_file
+
+    try:
+        return render_memory_file(memory)
+    except (RecursionError, ValueError, TypeError) as error:
+        log.warning("memory %r shown without its extra keys: %s", memory.name, type(error).__name__)
+        head = f"name: {memory.name}\ndescription: {memory.description}\ntype: {memory.type}"
+        return f"---\n{head}\n---\n{memory.body}\n"
+
+
+# Everything that reads as an angle bracket, not only < and > (fullwidth, small, CJK and
+# mathematical forms, and the negated signs whose compatibility form holds one), is escaped
+# like them: recalled text cannot spell a tag, whatever case, spacing, width or zero-width
+# characters it uses.
+_LOOKS_LIKE_OPEN = "<\uff1c\ufe64\u2039\u3008\u2329\u27e8\u02c2\u276e\u1438\u226e"
+_LOOKS_LIKE_CLOSE = ">\uff1e\ufe65\u203a\u3009\u232a\u27e9\u02c3\u276f\u1433\u226f"
+_AS_DATA = str.maketrans(
+    {"&": "&amp;"}
+    | dict.fromkeys(_LOOKS_LIKE_OPEN, "&lt;")
+    | dict.fromkeys(_LOOKS_LIKE_CLOSE, "&gt;")
+)
+
+
+def as_data(text: str) -> str:
+    """`text` (recalled memories, the memory index) escaped for the prompt: &, < and > (and
+    their look-alikes) as &amp;, &lt; and &gt;."""
+    return text.translate(_AS_DATA)
 
 
 def _with_age(memory: MemoryRecord, now: datetime) -> str:

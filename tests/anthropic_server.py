@@ -74,6 +74,12 @@ def tool_reply(*calls: tuple[str, dict[str, Any]], text: str = "", **usage: int)
     return message_reply(content, "tool_use", **usage)
 
 
+def raw_tool_reply(name: str, raw_input: str) -> ScriptedReply:
+    """For a streamed request: a tool call whose input is `raw_input` as sent, unparsed."""
+    block = {"type": "tool_use", "id": "toolu_0", "name": name, "input": {}, "raw_input": raw_input}
+    return message_reply([block], "tool_use")
+
+
 def midstream_error_reply(
     kind: str = "overloaded_error", message: str = "Overloaded"
 ) -> ScriptedReply:
@@ -195,10 +201,15 @@ def _events(message: dict[str, Any], error: dict[str, Any] | None = None) -> lis
                 {
                     "type": "content_block_start",
                     "index": index,
-                    "content_block": {**block, "input": {}},
+                    "content_block": {
+                        **{k: v for k, v in block.items() if k != "raw_input"},
+                        "input": {},
+                    },
                 }
             )
-            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+            # "raw_input": the input's JSON text exactly as given, broken or not.
+            raw = block.get("raw_input", json.dumps(block["input"]))
+            delta = {"type": "input_json_delta", "partial_json": raw}
             events.append({"type": "content_block_delta", "index": index, "delta": delta})
         events.append({"type": "content_block_stop", "index": index})
     events.append(

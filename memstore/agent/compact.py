@@ -15,10 +15,12 @@ function returns a new list and never mutates the messages it is given.
 from __future__ import annotations
 
 import json
+import math
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 Message = dict[str, Any]
 
@@ -184,9 +186,9 @@ def tool_result_budget(
         for block in blocks(message):
             text = result_text(block) if block.get("type") == "tool_result" else ""
             if len(text) > max_chars:
-                save_dir.mkdir(parents=True, exist_ok=True)
                 path = save_dir / f"{_safe(str(block.get('tool_use_id', 'result')))}.txt"
-                path.write_text(text, encoding="utf-8")
+                with open_private(path, "w") as handle:
+                    handle.write(text)
                 block = _with_result(
                     block,
                     f"{text[:TOOL_RESULT_PREVIEW_CHARS]}\n[… output of {len(text):,} characters "
@@ -362,7 +364,40 @@ def render_for_summary(messages: Sequence[Message]) -> str:
 
 
 def save_transcript(messages: Sequence[Message], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as handle:
+    with open_private(path, "w") as handle:
         for message in messages:
-            handle.write(json.dumps(message, ensure_ascii=False, default=str) + "\n")
+            handle.write(json_line(message, ensure_ascii=False))
+
+
+def open_private(path: Path, mode: str) -> IO[str]:
+    """`path` opened for writing ("w") or appending ("a"), readable by the user only, in a
+    folder only the user can enter: transcripts and tool outputs hold secrets verbatim."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o700)
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if mode == "a" else os.O_TRUNC)
+    fd = os.open(path, flags | os.O_NOFOLLOW, 0o600)
+    os.fchmod(fd, 0o600)  # a file made before this rule
+    return open(fd, mode, encoding="utf-8")
+
+
+def json_line(message: Any, *, ensure_ascii: bool = True) -> str:
+    """One JSON line, never holding Infinity or NaN (which json.loads reads back and the API
+    refuses): any such number is written as null."""
+    try:
+        text = json.dumps(message, ensure_ascii=ensure_ascii, default=str, allow_nan=False)
+    except ValueError:
+        text = json.dumps(finite(message)[0], ensure_ascii=ensure_ascii, default=str)
+    return text + "\n"
+
+
+def finite(value: Any) -> tuple[Any, bool]:
+    """`value` with every non-finite number replaced by None, and whether there was one."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None, True
+    if isinstance(value, dict):
+        items = [(key, finite(item)) for key, item in value.items()]
+        return {key: item for key, (item, _) in items}, any(found for _, (_, found) in items)
+    if isinstance(value, list | tuple):
+        pairs = [finite(item) for item in value]
+        return [item for item, _ in pairs], any(found for _, found in pairs)
+    return value, False

@@ -84,16 +84,25 @@ class AgentMemory:
         self._changes_before_retry = 0
 
     def before_turn(self, messages: Sequence[Mapping[str, Any]]) -> TurnRecall:
-        chosen = recall(messages, self.settings.max_recalled, store=self.store, client=self.client)
-        memories = [m for m in (self.store.find(name) for name in chosen.names) if m is not None]
-        return TurnRecall(chosen, memories_block(memories))
+        """The memories for the turn; when recall itself fails (a locked database, a memory
+        it cannot handle), none, with the reason logged: memory never breaks a turn."""
+        try:
+            chosen = recall(
+                messages, self.settings.max_recalled, store=self.store, client=self.client
+            )
+            found = (self.store.find(name) for name in chosen.names)
+            return TurnRecall(chosen, memories_block([m for m in found if m is not None]))
+        except (MemstoreError, RecursionError, ValueError, TypeError) as error:
+            log.warning("recall failed, no memories this turn: %s: %s", type(error).__name__, error)
+            return TurnRecall(Recall([], "none", reason=f"recall failed: {error}"), "")
 
     def after_turn(self, messages: Sequence[Mapping[str, Any]]) -> TurnLearning:
         try:
             extraction = extract_memories(
                 messages, store=self.store, client=self.client, session_id=self.session_id
             )
-        except MemstoreError as error:  # e.g. the database is locked by another writer
+        except (MemstoreError, RecursionError, ValueError, TypeError) as error:
+            # e.g. the database is locked by another writer, or a memory cannot be read
             log.warning("extraction failed: %s", error)
             extraction = Extraction(failure=str(error))
         learning = TurnLearning(extraction)
@@ -117,7 +126,7 @@ class AgentMemory:
                     store=self.store, client=self.client, max_memories=settings.max_memories
                 )
                 changed = changed or learning.consolidation.applied
-            except MemstoreError as error:
+            except (MemstoreError, RecursionError, ValueError, TypeError) as error:
                 learning.consolidation_failure = str(error)
                 self._changes_before_retry = settings.min_changes
                 log.warning("%s", error)
@@ -133,6 +142,7 @@ class AgentMemory:
         try:
             export_memories(self.store, self.export_dir)
             learning.exported = True
-        except MemstoreError as error:  # e.g. a hand-edited file: the database has it all
+        except (MemstoreError, RecursionError, ValueError, TypeError) as error:
+            # e.g. a hand-edited file (the database has it all), or a memory it cannot write
             learning.export_failure = str(error)
             log.warning("export after the turn failed: %s", error)

@@ -17,6 +17,8 @@ and stops at its limit, and glob stops walking after GLOB_MAX_RESULTS matches.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import inspect
 import itertools
 import math
@@ -25,6 +27,7 @@ import re
 import signal
 import stat
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -300,6 +303,8 @@ class Workspace:
         # The output goes to an unnamed file, not a pipe: memory stays bounded however much
         # the command prints, and a background job that keeps the file open does not keep us
         # waiting, as it would keep a pipe open: we wait for bash itself, not for end of file.
+        reaping = become_subreaper()
+        ours = set(child_processes()) if reaping else set()
         with tempfile.TemporaryFile() as output:
             process = subprocess.Popen(
                 ["bash", "-c", command],
@@ -313,9 +318,14 @@ class Workspace:
                 stopped = wait_for(process, output, limit)
             except BaseException:  # Ctrl-C in the agent: leave nothing running
                 kill_group(process)
+                if reaping:
+                    kill_leftovers(ours)
                 raise
-            # Background jobs still in the group would go on writing to a file nobody reads.
+            # Background jobs still in the group would go on writing to a file nobody reads;
+            # those that left it (setsid) were reparented to us, and are stopped too.
             kill_group(process)
+            if reaping:
+                kill_leftovers(ours)
             text = head_and_tail(output)
         if stopped:
             return f"{text}\n[{stopped}; the command was killed]"
@@ -571,9 +581,71 @@ def wait_for(process: subprocess.Popen[bytes], output: Any, limit: float) -> str
             return f"timed out after {limit:g} s"
 
 
+PR_SET_CHILD_SUBREAPER = 36
+
+
+@functools.cache
+def become_subreaper() -> bool:
+    """On Linux, make this process the reaper of its orphaned descendants: a job a command
+    started in a session of its own (setsid, a daemon) is then reparented here when bash
+    ends, where kill_leftovers finds it. Elsewhere, False: such jobs outlive the command."""
+    if not sys.platform.startswith("linux") or not os.path.isdir("/proc"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+def process_tree() -> dict[int, list[int]]:
+    """Each process's children, from /proc."""
+    tree: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as handle:
+                stat_line = handle.read()
+            # The name, in parentheses, may hold spaces and ")": the fields follow the last.
+            parent = int(stat_line[stat_line.rindex(b")") + 2 :].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue  # it ended meanwhile
+        tree.setdefault(parent, []).append(int(entry.name))
+    return tree
+
+
+def child_processes() -> list[int]:
+    return process_tree().get(os.getpid(), [])
+
+
+def kill_leftovers(ours: set[int]) -> None:
+    """Kill every process reparented to us since the command started (those not in `ours`,
+    our children before it), with all their descendants, and reap them; again until none
+    is left, as a dying process's own children are reparented to us in turn."""
+    for _ in range(50):
+        tree = process_tree()
+        new = [pid for pid in tree.get(os.getpid(), []) if pid not in ours]
+        if not new:
+            return
+        doomed, pending = [], list(new)
+        while pending:
+            pid = pending.pop()
+            doomed.append(pid)
+            pending += tree.get(pid, [])
+        for pid in doomed:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 2
+        for pid in new:
+            with contextlib.suppress(ChildProcessError):
+                while os.waitpid(pid, os.WNOHANG) == (0, 0) and time.monotonic() < deadline:
+                    time.sleep(0.01)
+
+
 def kill_group(process: subprocess.Popen[bytes]) -> None:
-    """Kill the command's whole process group, then reap bash; a daemon that left the group
-    (setsid) survives, but cannot make us wait."""
+    """Kill the command's whole process group, then reap bash; a job that left the group
+    (setsid) is left to kill_leftovers."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
