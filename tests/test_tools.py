@@ -274,7 +274,7 @@ def test_a_timeout_kills_the_group_even_with_a_daemon_holding_the_output(
     workspace: Workspace,
 ) -> None:
     # `setsid` puts the daemon outside the command's process group: it keeps the output
-    # file open and survives the kill, and must not make the tool wait for it.
+    # file open, must not make the tool wait for it, and is killed once it is reparented.
     command = "setsid sleep 30 & echo daemon $!; echo $$ > group.pid; sleep 30"
     started = time.monotonic()
     result = workspace.run("bash", {"command": command, "timeout": 1})
@@ -285,8 +285,10 @@ def test_a_timeout_kills_the_group_even_with_a_daemon_holding_the_output(
         assert elapsed < 5, elapsed
         group = int((workspace.root / "group.pid").read_text())
         wait_for(lambda: not alive(group))
+        assert not alive(daemon)
     finally:
-        os.kill(daemon, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(daemon, signal.SIGKILL)
 
 
 def test_ctrl_c_in_the_agent_kills_the_command(tmp_path: Path) -> None:
