@@ -36,7 +36,8 @@ HELP = """\
 /forget NAME       delete a memory (memctl restore NAME brings it back)
 /recall            which memories were injected this turn, and why
 /cost              tokens used this session, cache reads and writes included
-/exit              end the session (Ctrl-D too); Ctrl-C stops the current turn"""
+/exit              end the session (Ctrl-D too); Ctrl-C stops the current turn
+Enter sends; Esc Enter, Ctrl-J or a line ending in \\ starts a new line; a paste is one message"""
 
 
 @dataclass
