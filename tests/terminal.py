@@ -62,7 +62,7 @@ class Terminal:
         """What a terminal sends for a paste once the program asked for bracketed paste."""
         self.type(PASTE_START + text + PASTE_END)
 
-    def wait_for(self, text: str, timeout: float = 30) -> str:
+    def wait_for(self, text: str, timeout: float = 90) -> str:
         """Read until the screen text (escapes removed) holds `text`; return it all."""
         deadline = time.monotonic() + timeout
         while text not in self.screen():
@@ -72,7 +72,7 @@ class Terminal:
                 raise AssertionError(f"the program ended before {text!r}:\n{self.screen()}")
         return self.screen()
 
-    def finish(self, timeout: float = 30) -> int:
+    def finish(self, timeout: float = 90) -> int:
         """Read until the program exits; its exit code."""
         deadline = time.monotonic() + timeout
         while self._read(deadline - time.monotonic()):
