@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -74,16 +74,50 @@ class FileProblem:
 
 
 class ExportConflict(MemstoreError):
-    def __init__(self, directory: str, paths: Sequence[str]) -> None:
+    """Files that export would overwrite or remove hold text the database does not have.
+
+    `reasons` says, per file, which side is newer: "file" (edited by hand, its memory
+    unchanged in the database since), "both" (edited by hand and changed in the database),
+    "deleted" (edited by hand, its memory deleted since) or "unknown" (a file memstore did
+    not write, whose text is no version of its memory)."""
+
+    def __init__(
+        self, directory: str, paths: Sequence[str], reasons: Mapping[str, str] | None = None
+    ) -> None:
         self.paths = list(paths)
-        shown = ", ".join(self.paths[:5]) + (
-            f" and {len(self.paths) - 5} more" if len(self.paths) > 5 else ""
-        )
+        self.reasons = dict(reasons or {})
+        kinds = {self.reasons.get(path, "unknown") for path in self.paths}
+        shown = ", ".join(
+            f"{path} ({_CONFLICT_WORDS[self.reasons.get(path, 'unknown')]})"
+            for path in self.paths[:5]
+        ) + (f" and {len(self.paths) - 5} more" if len(self.paths) > 5 else "")
+        advice = []
+        if "file" in kinds:
+            advice.append(
+                f"'memctl import {directory}' brings in the edits of files whose memory did "
+                "not change since (and nothing older than the database)"
+            )
+        if kinds & {"both", "deleted"}:
+            advice.append(
+                "where both changed, redo the file's edit with 'memctl edit' (or restore)"
+            )
+        if "unknown" in kinds:
+            advice.append(
+                f"'memctl import {directory}' would take an unknown file's text over the database's"
+            )
+        advice.append("'memctl export --force' overwrites them all with the database's")
         super().__init__(
-            f"refusing to overwrite {len(self.paths)} file(s) in {directory} changed by hand since "
-            f"the last export: {shown}; run 'memctl import' first to keep the edits, "
-            "or 'memctl export --force' to discard them"
+            f"refusing to overwrite {len(self.paths)} file(s) in {directory} that hold text the "
+            f"database does not have: {shown}; {'; '.join(advice)}"
         )
+
+
+_CONFLICT_WORDS = {
+    "file": "edited by hand; the file is newer: its memory has not changed since",
+    "both": "edited by hand, and its memory changed in the database since: both are newer",
+    "deleted": "edited by hand, and its memory was deleted since",
+    "unknown": "not written by memstore, and no version of its memory",
+}
 
 
 class ImportRejected(MemstoreError):

@@ -1,12 +1,14 @@
-"""What export last wrote to each file of a folder (the exported_file table).
+"""What export last wrote, or import last read, in each file of a folder (exported_file).
 
-Export uses it to skip unchanged memories and to tell a hand edit from its own output;
-import uses it to tell a file that was edited since the last export from a stale copy.
+Export uses it to skip unchanged memories, to write a memory back to the file it came from,
+and to tell a hand edit from its own output; import uses it to tell a file that was edited
+since the last export from a stale copy. Folders are keyed relative to the database.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +17,7 @@ from typing import Any
 from sqlalchemy import Connection, Row, bindparam, delete, select
 
 from memstore.db import insert_rows
-from memstore.models import exported_file_table, utc_now
+from memstore.models import exported_file_table, memory_event_table, utc_now
 
 
 @dataclass(frozen=True)
@@ -28,7 +30,15 @@ class FileState:
     mtime_ns: int
 
 
-def directory_key(directory: Path) -> str:
+def folder_key(directory: Path, database: Path) -> str:
+    """The folder as seen from the database's folder: `.` for `.memory/` beside
+    `.memory/memstore.db`, so that the records still apply after the project is moved,
+    copied or cloned together with its database."""
+    return os.path.relpath(directory.resolve(), database.resolve().parent)
+
+
+def legacy_key(directory: Path) -> str:
+    """How records were keyed before folder_key: the absolute folder."""
     return str(directory.resolve())
 
 
@@ -36,10 +46,32 @@ def sha256(content: bytes) -> str:
     return hashlib.sha256(content).hexdigest()
 
 
-def load_records(connection: Connection, key: str) -> dict[str, Row[Any]]:
+def load_records(connection: Connection, key: str, legacy: str = "") -> dict[str, Row[Any]]:
+    """The folder's records by file name; those under its `legacy` key when it has none."""
     table = exported_file_table
-    rows = connection.execute(select(table).where(table.c.directory == key))
+    for wanted in (key, legacy):
+        rows = connection.execute(select(table).where(table.c.directory == wanted)).all()
+        if rows or not legacy:
+            break
     return {row.file_name: row for row in rows}
+
+
+def past_versions(connection: Connection, memory_ids: Collection[int]) -> dict[int, list[Any]]:
+    """Every version each memory has had (its events' new values, oldest first): a file
+    that says exactly what one of them said holds nothing the database does not know."""
+    table = memory_event_table
+    found: dict[int, list[Any]] = {memory_id: [] for memory_id in memory_ids}
+    ids = list(found)
+    for start in range(0, len(ids), 500):
+        rows = connection.execute(
+            select(table.c.memory_id, table.c.new_value)
+            .where(table.c.memory_id.in_(ids[start : start + 500]), table.c.new_value.is_not(None))
+            .order_by(table.c.id)
+        )
+        for memory_id, value in rows:
+            if isinstance(value, dict):
+                found[memory_id].append(value)
+    return found
 
 
 def remember_files(

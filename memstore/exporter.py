@@ -14,7 +14,7 @@ import os
 import re
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from stat import S_ISREG
@@ -29,16 +29,26 @@ from sqlalchemy import Row, select
 
 from memstore.db import writer
 from memstore.errors import ExportConflict, ExportFailed, InvalidMemory
-from memstore.export_state import FileState, directory_key, load_records, remember_files, sha256
+from memstore.export_state import (
+    FileState,
+    folder_key,
+    legacy_key,
+    load_records,
+    past_versions,
+    remember_files,
+    sha256,
+)
 from memstore.files import (
     INDEX_FILE_NAME,
     memory_file_name,
     render_index,
     render_memory_file,
 )
-from memstore.models import MemorySummary, memory_table
+from memstore.importer import file_says_a_version
+from memstore.inplace import render_in_place
+from memstore.models import MemoryRecord, MemorySummary, memory_table
 from memstore.store import MemoryStore
-from memstore.validation import NAME_PATTERN, check_name
+from memstore.validation import check_name
 
 
 @dataclass
@@ -47,6 +57,8 @@ class ExportResult:
     written: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     unchanged: int = 0
+    # One line each, for the user: e.g. a hand-written MEMORY.md left alone.
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -55,9 +67,14 @@ class _Plan:
     removals: list[str] = field(default_factory=list)
     # Files found identical to what would be written, whose record needs refreshing.
     adopted: dict[str, bytes] = field(default_factory=dict)
-    conflicts: list[str] = field(default_factory=list)
+    # File name: which side is newer (see ExportConflict).
+    conflicts: dict[str, str] = field(default_factory=dict)
+    # Files that differ from their record: (memory id, the file's bytes, conflict kind,
+    # content to write or None to remove), settled against the memory's history.
+    suspects: dict[str, tuple[int | None, bytes, str, bytes | None]] = field(default_factory=dict)
     # Recorded files that are gone already: their records go, there is nothing to delete.
     forgotten: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     unchanged: int = 0
 
 
@@ -70,19 +87,23 @@ def export_memories(
     except OSError as error:
         raise ExportFailed(f"cannot create {directory}: {error.strerror or error}") from None
     with _folder_lock(directory):
-        return _export_locked(store, directory, force)
+        try:
+            return _export_locked(store, directory, force)
+        except OSError as error:
+            where = error.filename or directory
+            raise ExportFailed(f"cannot read {where}: {error.strerror or error}") from None
 
 
 def _export_locked(store: MemoryStore, directory: Path, force: bool) -> ExportResult:
     _remove_stale_temporaries(directory)
-    key = directory_key(directory)
+    key = folder_key(directory, store.path)
     live = memory_table.c.deleted_at.is_(None)
     summary_columns = [
         memory_table.c[name] for name in ("id", "name", "type", "description", "version")
     ]
     with store.engine.connect() as connection:
         memories = connection.execute(select(*summary_columns).where(live)).all()
-        records = load_records(connection, key)
+        records = load_records(connection, key, legacy_key(directory))
     on_disk = _markdown_files(directory)
     # Names and records come from a database file someone may have edited by hand: nothing
     # outside the rules may become a path.
@@ -93,7 +114,8 @@ def _export_locked(store: MemoryStore, directory: Path, force: bool) -> ExportRe
             raise ExportFailed(f"memory {memory.id} in the database has an {error}") from None
     records = {name: row for name, row in records.items() if _is_export_file_name(name)}
     plan = _Plan()
-    targets = {memory_file_name(m.name): m for m in memories}
+    targets = _targets(memories, records, on_disk)
+    file_of = {memory.id: name for name, memory in targets.items()}
     to_render = []
     for file_name, memory in targets.items():
         record = records.get(file_name)
@@ -110,38 +132,26 @@ def _export_locked(store: MemoryStore, directory: Path, force: bool) -> ExportRe
             to_render.append(memory.id)
     # Only memories that changed since the last export are read in full and rendered.
     for full in store.memories_by_id(to_render):
-        file_name = memory_file_name(full.name)
-        content = render_memory_file(full).encode()
-        _plan_file(
-            plan,
-            directory,
-            file_name,
-            content,
-            records.get(file_name),
-            on_disk.get(file_name),
-            force,
+        file_name = file_of[full.id]
+        _plan_memory(
+            plan, directory, file_name, full, records.get(file_name), on_disk.get(file_name), force
         )
     index = render_index(MemorySummary(m.name, m.type, m.description) for m in memories).encode()
-    _plan_file(
-        plan,
-        directory,
-        INDEX_FILE_NAME,
-        index,
-        records.get(INDEX_FILE_NAME),
-        on_disk.get(INDEX_FILE_NAME),
-        force,
-    )
+    _plan_index(plan, directory, index, records.get(INDEX_FILE_NAME), on_disk, force)
+    live_ids = {memory.id for memory in memories}
     stale = [name for name in records if name not in targets and name != INDEX_FILE_NAME]
     for file_name in stale:
-        stat = on_disk.get(file_name)
-        if stat is None:
+        record = records[file_name]
+        if file_name not in on_disk:
             plan.forgotten.append(file_name)
-        elif force or _disk_matches_record(directory / file_name, records[file_name], stat):
+        elif force or _disk_matches_record(directory / file_name, record, on_disk[file_name]):
             plan.removals.append(file_name)
         else:
-            plan.conflicts.append(file_name)
+            kind = "both" if record.memory_id in live_ids else "deleted"
+            plan.suspects[file_name] = (record.memory_id, _read(directory / file_name), kind, None)
+    _settle_suspects(store, plan)
     if plan.conflicts:
-        raise ExportConflict(str(directory), sorted(plan.conflicts))
+        raise ExportConflict(str(directory), sorted(plan.conflicts), plan.conflicts)
 
     # The index goes last, so that it never lists a file that is not there yet.
     ordered = sorted(plan.writes, key=lambda name: name == INDEX_FILE_NAME)
@@ -164,7 +174,130 @@ def _export_locked(store: MemoryStore, directory: Path, force: bool) -> ExportRe
         ordered,
         sorted(n for n in plan.removals if n in on_disk),
         plan.unchanged + len(plan.adopted),
+        plan.notes,
     )
+
+
+def _targets(
+    memories: Sequence[Row[Any]], records: dict[str, Row[Any]], on_disk: Collection[str]
+) -> dict[str, Row[Any]]:
+    """The file each memory is written to: the file it came from (an import) or was last
+    written to, while that file is there, else `<name>.md`."""
+    by_id = {memory.id: memory for memory in memories}
+    origin: dict[int, str] = {}
+    for file_name, record in sorted(records.items()):
+        memory = by_id.get(record.memory_id)
+        if file_name == INDEX_FILE_NAME or memory is None or file_name not in on_disk:
+            continue
+        current = origin.get(memory.id)
+        canonical = memory_file_name(memory.name)
+        if current is None or (file_name == canonical and current != canonical):
+            origin[memory.id] = file_name
+    targets: dict[str, Row[Any]] = {}
+    for memory in sorted(memories, key=lambda m: m.id not in origin):
+        file_name = origin.get(memory.id, memory_file_name(memory.name))
+        if file_name in targets:
+            raise ExportFailed(
+                f"memory {memory.name!r} would be written to {file_name}, the file memory "
+                f"{targets[file_name].name!r} came from; rename one of them"
+            )
+        targets[file_name] = memory
+    return targets
+
+
+def _plan_memory(
+    plan: _Plan,
+    directory: Path,
+    file_name: str,
+    memory: MemoryRecord,
+    record: Row[Any] | None,
+    stat: os.stat_result | None,
+    force: bool,
+) -> None:
+    if stat is None:
+        plan.writes[file_name] = render_memory_file(memory).encode()
+        return
+    disk = _read(directory / file_name)
+    disk_hash = sha256(disk)
+    if record is None or record.memory_id != memory.id:
+        record = None
+    elif record.memory_version == memory.version and disk_hash == record.sha256:
+        # As memstore last wrote or read it, and the memory has not changed since: the
+        # file says what the memory says, in its own words; it stays byte for byte.
+        plan.adopted[file_name] = disk
+        return
+    content = render_in_place(memory, disk, file_name) or render_memory_file(memory).encode()
+    if sha256(content) == disk_hash:
+        plan.adopted[file_name] = disk
+    elif force or (record is not None and disk_hash == record.sha256):
+        plan.writes[file_name] = content
+    else:
+        if record is None:
+            kind = "unknown"
+        else:
+            kind = "file" if record.memory_version == memory.version else "both"
+        plan.suspects[file_name] = (memory.id, disk, kind, content)
+
+
+def _plan_index(
+    plan: _Plan,
+    directory: Path,
+    index: bytes,
+    record: Row[Any] | None,
+    on_disk: dict[str, os.stat_result],
+    force: bool,
+) -> None:
+    """MEMORY.md is derived: written when it is memstore's (or absent), else left as the
+    user wrote it, with a note. It is never a conflict: nothing in it can be imported."""
+    stat = on_disk.get(INDEX_FILE_NAME)
+    new_hash = sha256(index)
+    if stat is None:
+        plan.writes[INDEX_FILE_NAME] = index
+        return
+    if record is not None and _same_stat(record, stat) and record.sha256 == new_hash:
+        plan.unchanged += 1
+        return
+    disk = _read(directory / INDEX_FILE_NAME)
+    if sha256(disk) == new_hash:
+        plan.adopted[INDEX_FILE_NAME] = disk
+    elif force or (record is not None and sha256(disk) == record.sha256) or _is_an_index(disk):
+        plan.writes[INDEX_FILE_NAME] = index
+    else:
+        plan.notes.append(
+            f"{INDEX_FILE_NAME} was not written by memstore: left as it is "
+            "('memctl export --force' replaces it with memstore's index)"
+        )
+
+
+_INDEX_LINE = re.compile(
+    r"- \[(?P<name>[^\]\n]+)\]\((?P=name)\.md\) — [^\n]*\n"
+    r"|> \d+ more memories are not listed[^\n]*\n"
+)
+
+
+def _is_an_index(content: bytes) -> bool:
+    """Whether a MEMORY.md has only lines as memstore writes them (an interrupted export
+    left an older index of its own): then it holds nothing but links to rewrite."""
+    text = content.decode("utf-8", errors="replace")
+    return all(_INDEX_LINE.fullmatch(line) for line in text.splitlines(keepends=True))
+
+
+def _settle_suspects(store: MemoryStore, plan: _Plan) -> None:
+    """Files that differ from what memstore last recorded there: those that say exactly
+    what a version of their memory said are memstore's (an export was interrupted before it
+    recorded them; the project was moved, copied or cloned) and are overwritten or removed;
+    the rest hold text the database does not have, and are conflicts."""
+    if not plan.suspects:
+        return
+    with store.engine.connect() as connection:
+        versions = past_versions(connection, {v[0] for v in plan.suspects.values() if v[0]})
+    for file_name, (memory_id, disk, kind, content) in plan.suspects.items():
+        if memory_id is None or not file_says_a_version(disk, file_name, versions[memory_id]):
+            plan.conflicts[file_name] = kind
+        elif content is None:
+            plan.removals.append(file_name)
+        else:
+            plan.writes[file_name] = content
 
 
 @dataclass
@@ -226,35 +359,6 @@ def _remove_files(directory: Path, names: list[str], applied: _Applied) -> None:
             applied.removed.append(name)
 
 
-def _plan_file(
-    plan: _Plan,
-    directory: Path,
-    file_name: str,
-    content: bytes,
-    record: Row[Any] | None,
-    stat: os.stat_result | None,
-    force: bool,
-) -> None:
-    if stat is None:
-        plan.writes[file_name] = content
-        return
-    new_hash = sha256(content)
-    if record is not None and _same_stat(record, stat) and record.sha256 == new_hash:
-        disk_hash = record.sha256  # nothing to write; no need to read
-    else:
-        # About to overwrite: read what is there, since an edit can keep size and mtime.
-        disk_hash = sha256((directory / file_name).read_bytes())
-    if disk_hash == new_hash:
-        if record is None or not _same_stat(record, stat) or record.sha256 != new_hash:
-            plan.adopted[file_name] = content
-        else:
-            plan.unchanged += 1
-    elif force or (record is not None and disk_hash == record.sha256):
-        plan.writes[file_name] = content
-    else:
-        plan.conflicts.append(file_name)
-
-
 def _record_export(
     store: MemoryStore,
     key: str,
@@ -282,10 +386,16 @@ def _record_export(
 
 
 def _is_export_file_name(file_name: str) -> bool:
-    if file_name == INDEX_FILE_NAME:
-        return True
-    stem = file_name.removesuffix(".md")
-    return file_name.endswith(".md") and NAME_PATTERN.fullmatch(stem) is not None
+    """A Markdown file directly in the folder (a record may come from an import, so any such
+    name, not only `<memory name>.md`); never a path elsewhere."""
+    return (
+        file_name.endswith(".md")
+        and len(file_name) > 3
+        and not file_name.startswith(".")
+        and "/" not in file_name
+        and "\\" not in file_name
+        and file_name.isprintable()
+    )
 
 
 # What _write_temporary names its temporary files: `.<file>.<pid>-<random>.tmp` (older
@@ -393,7 +503,14 @@ def _process_exists(pid: int) -> bool:
 
 
 def _disk_matches_record(path: Path, record: Row[Any], stat: os.stat_result) -> bool:
-    return _same_stat(record, stat) or sha256(path.read_bytes()) == record.sha256
+    return _same_stat(record, stat) or sha256(_read(path)) == record.sha256
+
+
+def _read(path: Path) -> bytes:
+    """A file of the folder, never through a link."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    with open(fd, "rb", closefd=True) as handle:
+        return handle.read()
 
 
 def _same_stat(record: Row[Any], stat: os.stat_result) -> bool:

@@ -16,8 +16,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import Connection
+
 from memstore.errors import FileProblem, ImportFailed, ImportRejected, InvalidMemory
-from memstore.export_state import FileState, directory_key, load_records, remember_files, sha256
+from memstore.export_state import (
+    FileState,
+    folder_key,
+    legacy_key,
+    load_records,
+    past_versions,
+    remember_files,
+    sha256,
+)
 from memstore.files import INDEX_FILE_NAME, UnreadableFile, parse_memory_text, synced_extra
 from memstore.models import MemoryRecord
 from memstore.store import MemoryStore
@@ -108,7 +118,12 @@ def read_folder(
 
 
 def read_memory_file(path: Path, relative: str, default_type: str | None) -> ImportItem:
-    raw = _read_regular_file(path)
+    return read_memory_bytes(_read_regular_file(path), relative, default_type)
+
+
+def read_memory_bytes(raw: bytes, relative: str, default_type: str | None) -> ImportItem:
+    """What a file's bytes say as a memory; UnreadableFile or InvalidMemory when nothing."""
+    path = Path(relative)
     if len(raw) > MAX_FILE_BYTES:
         raise UnreadableFile(f"file is over the limit of {MAX_FILE_BYTES:,} bytes")
     try:
@@ -252,6 +267,31 @@ def _make_names_unique(items: list[ImportItem]) -> None:
         taken[item.name] = item.path
 
 
+def says_version(item: ImportItem, version: dict[str, Any]) -> bool:
+    """Whether a file says what `version` (a memory's snapshot) says; its name aside, which
+    a file may spell differently (free text, a numbered duplicate)."""
+    extra = version.get("extra") or {}
+    return (
+        item.type == version.get("type")
+        and item.description == version.get("description")
+        and item.body == version.get("body")
+        and item.extra in (extra, synced_extra(extra, item.type))
+    )
+
+
+def file_says_a_version(raw: bytes, file_name: str, versions: list[dict[str, Any]]) -> bool:
+    """Whether a file's bytes say exactly what one of `versions` said: then it holds nothing
+    the database does not know (memstore wrote it, or it was imported)."""
+    for type_ in dict.fromkeys(str(v.get("type")) for v in versions):
+        try:
+            item = read_memory_bytes(raw, file_name, type_)
+        except (UnreadableFile, InvalidMemory):
+            return False
+        if any(says_version(item, version) for version in versions):
+            return True
+    return False
+
+
 def _changes(item: ImportItem, memory: MemoryRecord) -> dict[str, Any]:
     if item.extra == synced_extra(memory.extra, memory.type):
         item.extra = memory.extra  # what export wrote, not a change
@@ -281,19 +321,20 @@ def import_memories(
         raise ImportRejected(problems)
     report = ImportReport(problems=problems, dry_run=dry_run)
     report.notes = [f"{item.path}: {note}" for item in items for note in item.notes]
-    key = directory_key(Path(directory))
+    key = folder_key(Path(directory), store.path)
+    legacy = legacy_key(Path(directory))
     if dry_run:
         with store.engine.connect() as connection:
-            records = load_records(connection, key)
-        live = store.memories()
-        items = _since_last_export(items, records, live, report)
+            records = load_records(connection, key, legacy)
+            live = store.memories()
+            items = _since_last_export(connection, items, records, live, report)
         _raise_if_rejected(report, skip_invalid)
         _plan(items, {m.name: m for m in live}, report)
         return report
     with store.transaction(actor="import", allow_secrets=allow_secrets) as tx:
-        records = load_records(tx.connection, key)
+        records = load_records(tx.connection, key, legacy)
         live = tx.live_memories()
-        items = _since_last_export(items, records, live, report)
+        items = _since_last_export(tx.connection, items, records, live, report)
         _raise_if_rejected(report, skip_invalid)
         results: dict[str, MemoryRecord] = {}
         for item, memory, changes in _plan(items, {m.name: m for m in live}, report):
@@ -327,40 +368,53 @@ def _raise_if_rejected(report: ImportReport, skip_invalid: bool) -> None:
 
 
 def _since_last_export(
+    connection: Connection,
     items: list[ImportItem],
     records: dict[str, Any],
     live: list[MemoryRecord],
     report: ImportReport,
 ) -> list[ImportItem]:
-    """The items to import, in a folder memstore has exported to.
+    """The items to import: none that would bring back what the database has moved on from.
 
-    A file still as memstore last wrote it says nothing new: the database may have moved on
-    since (edited, deleted), and importing the stale copy would undo that. A file edited by
-    hand whose memory also changed in the database since is a conflict, reported as such.
+    A file still as memstore last wrote (or read) it says nothing new. A file that says what
+    an older version of its memory said is a stale copy (of a moved, copied or interrupted
+    export): importing it would undo the change since, so it is left out with a note. A file
+    edited by hand whose memory also changed in the database since is a conflict.
     """
     by_id = {m.id: m for m in live}
     kept = []
+    suspects = []
     for item in items:
         record = records.get(item.path)
         if record is None:
             kept.append(item)
-            continue
-        if item.sha256 == record.sha256:
+        elif item.sha256 == record.sha256:
             report.unchanged.append(item.name)
+        elif (memory := by_id.get(record.memory_id)) and memory.version == record.memory_version:
+            kept.append(item)  # edited since, and its memory was not: the file is newer
+        else:
+            suspects.append((item, record, memory))
+    versions = past_versions(connection, {record.memory_id for _, record, _ in suspects})
+    for item, record, memory in suspects:
+        if memory is not None and says_version(item, memory.snapshot()):
+            report.unchanged.append(item.name)  # written by an export that was cut short
             continue
-        memory = by_id.get(record.memory_id)
-        if memory is None or memory.version != record.memory_version:
-            since = "deleted" if memory is None else "changed"
-            report.problems.append(
-                FileProblem(
-                    item.path,
-                    f"edited by hand, and its memory was {since} in the database since the "
-                    "last export; keep the database's with 'memctl export --force', or "
-                    "redo the edit with 'memctl edit'",
-                )
+        if any(says_version(item, version) for version in versions.get(record.memory_id, [])):
+            report.unchanged.append(item.name)
+            report.notes.append(
+                f"{item.path}: an older version of its memory; the database's is newer, so "
+                "the file is not imported ('memctl export' rewrites it)"
             )
             continue
-        kept.append(item)
+        since = "deleted" if memory is None else "changed"
+        report.problems.append(
+            FileProblem(
+                item.path,
+                f"edited by hand, and its memory was {since} in the database since the "
+                "last export: both are newer; keep the database's with "
+                "'memctl export --force', or redo the edit with 'memctl edit'",
+            )
+        )
     return kept
 
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,7 @@ from memstore.db import register_functions
 from memstore.errors import ExportConflict, ExportFailed
 from memstore.exporter import export_memories
 from memstore.files import INDEX_MAX_LINES
+from memstore.importer import import_memories
 from memstore.store import MemoryStore
 
 
@@ -171,3 +175,59 @@ def test_hand_edit_that_keeps_size_and_mtime_is_still_caught(
     with pytest.raises(ExportConflict):
         export_memories(store, out)
     assert "BODY OF NOTE 0" in path.read_text()
+
+
+# -- which side is newer, and safe advice -------------------------------------------------------
+
+
+def test_conflict_says_which_side_is_newer(store: MemoryStore, tmp_path: Path) -> None:
+    fill(store, 2)
+    out = tmp_path / "out"
+    export_memories(store, out)
+    for name in ("note-0.md", "note-1.md"):
+        (out / name).write_text((out / name).read_text() + "A line added by hand.\n")
+    store.update("note-1", body="changed in the database")
+    with pytest.raises(ExportConflict) as raised:
+        export_memories(store, out)
+    message = str(raised.value)
+    assert raised.value.reasons == {"note-0.md": "file", "note-1.md": "both"}
+    assert "note-0.md (edited by hand; the file is newer" in message
+    assert "note-1.md (edited by hand, and its memory changed in the database since" in message
+    assert "redo the file's edit with 'memctl edit'" in message
+    # The import the message offers takes note-0's edit and refuses to revert note-1.
+    report = import_memories(store, out, skip_invalid=True)
+    assert report.updated == ["note-0"]
+    assert [p.path for p in report.problems] == ["note-1.md"]
+    assert store.get("note-1").body == "changed in the database"
+
+
+def test_an_export_killed_mid_write_leaves_no_hand_edits(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    fill(store, 1500)
+    export_memories(store, out)
+    with store.transaction() as tx:
+        for memory in tx.live_memories():
+            tx.update(memory, body=f"{memory.body}, second version")
+    watched = out / "note-0.md"
+    old = watched.read_bytes()
+    script = (
+        "import sys\nfrom memstore.exporter import export_memories\n"
+        "from memstore.store import MemoryStore\n"
+        "export_memories(MemoryStore(sys.argv[1]), sys.argv[2])\n"
+    )
+    export = subprocess.Popen([sys.executable, "-c", script, str(store.path), str(out)])
+    while export.poll() is None and watched.read_bytes() == old:
+        pass
+    export.send_signal(signal.SIGKILL)  # once it has started writing
+    assert export.wait() == -signal.SIGKILL, "the export finished before it could be killed"
+    store.update("note-0", body="edited after the kill")
+
+    report = import_memories(store, out)  # what a conflict message used to advise
+    assert report.updated == [] and report.created == []
+    assert store.get("note-0").body == "edited after the kill"
+    export_memories(store, out)  # no conflict: every file there is memstore's
+    assert watched.read_text().endswith("edited after the kill\n")
+    assert (out / "note-1499.md").read_text().endswith("second version\n")
+    assert export_memories(store, out).written == []

@@ -729,9 +729,15 @@ def test_edit_in_file_after_export_is_imported_and_export_settles(
     export_memories(store, out)
     (out / "foo.md").write_text("---\nname: foo\ndescription: foo v2\ntype: project\n---\nfoo body")
     assert import_memories(store, out).updated == ["foo"]
-    assert export_memories(store, out).written == ["foo.md", "MEMORY.md"]  # now canonical
-    assert (out / "foo.md").read_text().endswith("---\n\nfoo body\n")
+    # The file says what the memory says now: it stays as the user wrote it.
+    assert export_memories(store, out).written == ["MEMORY.md"]
+    assert (out / "foo.md").read_text().endswith("---\nfoo body")
     assert import_memories(store, out).updated == []
+    store.update("foo", body="new body")  # a later change is written into the same file
+    assert export_memories(store, out).written == ["foo.md"]
+    assert (out / "foo.md").read_text() == (
+        "---\nname: foo\ndescription: foo v2\ntype: project\n---\nnew body\n"
+    )
 
 
 def test_changed_type_round_trips_through_claude_code_metadata(
@@ -850,3 +856,118 @@ def test_any_file_is_imported_or_reported_never_a_crash(
         len(report.created) + len(report.updated) + len(report.unchanged) + len(report.problems)
         == 1
     )
+
+
+# -- a Claude Code folder, imported, edited and exported back in place --------------------------
+
+CLAUDE_CODE_FOLDER = {
+    "MEMORY.md": (
+        "# Memory index\n\n"
+        "- [User role](user_role.md) — data scientist, new to the codebase\n"
+        "- [Testing approach](feedback_testing.md) — integration tests hit a real database\n"
+        "- [Infrastructure](10-infrastructure.md) — clusters and how we deploy\n"
+    ),
+    "user_role.md": (
+        "---\r\nname: user-role\r\ndescription: The user is a data scientist\r\n"
+        "type: user\r\n---\r\n\r\nExplain the layout first.\r\n"
+    ),
+    "feedback_testing.md": (
+        '---\nname: Testing approach\ndescription: "Integration tests must hit a real database"\n'
+        "metadata:\n  node_type: memory\n  type: feedback\n"
+        "  originSessionId: 3f1c2a9e-8b7d-4c1e-9f00-123456789abc\n"
+        "  modified: 2026-03-04T10:22:31.000Z\n---\n\n"
+        "We got burned when mocked tests passed but the migration failed.\n"
+    ),
+    "10-infrastructure.md": (
+        "---\nname: Infrastructure\ndescription: 'Clusters: staging and prod'\n"
+        "tags: [k8s, helm]\ncreated: 2026-03-04\n---\n\nDeploy with helm from the ops repo.\n"
+    ),
+    "20-infrastructure-old.md": (
+        "---\nname: infra-notes\ndescription: the old cluster\n---\n\nRetired in May.\n"
+    ),
+    "infra-notes.md": "---\nname: infra-notes\ndescription: dev cluster\n---\n\nOn kind.\n",
+    "release-process.md": (
+        "---\nname: release process\nmetadata:\n  type: note\n  author: sam\n---\n\n"
+        "Tag, then push the tag; CI publishes.\n"
+    ),
+    "notes.txt": "not a memory\n",
+    ".gitignore": "memstore.db\n",
+}
+
+
+def claude_code_folder(folder: Path) -> dict[str, bytes]:
+    folder.mkdir(parents=True)
+    for name, text in CLAUDE_CODE_FOLDER.items():
+        (folder / name).write_bytes(text.encode())
+    return {p.name: p.read_bytes() for p in folder.iterdir()}
+
+
+def test_a_claude_code_folder_is_updated_in_place(memctl: MemctlRunner, tmp_path: Path) -> None:
+    folder = tmp_path / "claude-memory"
+    original = claude_code_folder(folder)
+    imported = memctl("import", str(folder), "--skip-invalid", "--default-type", "project")
+    assert imported.returncode == 0, imported.stderr
+    assert "6 created" in imported.stderr
+    names = memctl("list").stdout
+    assert "infra-notes-2" in names and "feedback-testing" in names
+
+    first = memctl("export", str(folder))  # nothing changed yet: nothing is written
+    assert first.returncode == 0, first.stderr
+    assert "0 written, 0 removed" in first.stderr
+    assert "note: MEMORY.md was not written by memstore" in first.stderr
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == original
+
+    for name, args in [
+        ("user-role", ["-b", "Explain the layout first, then the tests."]),
+        ("release-process", ["-b", "Tag, push the tag, and watch CI."]),
+        ("10-infrastructure", ["-d", "Clusters: staging, prod and dev"]),
+    ]:
+        assert memctl("edit", name, *args).returncode == 0
+    exported = memctl("export", str(folder))
+    assert exported.returncode == 0, exported.stderr
+    assert "3 written, 0 removed" in exported.stderr
+    after = {p.name: p.read_bytes() for p in folder.iterdir()}
+    assert after.keys() == original.keys()
+    changed = {name for name in after if after[name] != original[name]}
+    assert changed == {"user_role.md", "release-process.md", "10-infrastructure.md"}
+    # Each edited file keeps its own frontmatter: line ends, layout, dates, lists, metadata.
+    assert after["user_role.md"] == (
+        b"---\r\nname: user-role\r\ndescription: The user is a data scientist\r\n"
+        b"type: user\r\n---\r\n\r\nExplain the layout first, then the tests.\r\n"
+    )
+    assert after["release-process.md"] == (
+        b"---\nname: release process\nmetadata:\n  type: note\n  author: sam\n"
+        b"description: Tag, then push the tag; CI publishes.\n---\n\n"  # was the first line
+        b"Tag, push the tag, and watch CI.\n"
+    )
+    assert after["10-infrastructure.md"] == (
+        b"---\nname: Infrastructure\ndescription: 'Clusters: staging, prod and dev'\n"
+        b"tags: [k8s, helm]\ncreated: 2026-03-04\n---\n\nDeploy with helm from the ops repo.\n"
+    )
+    # And the round trip settles: nothing to import, nothing to export.
+    again = memctl("import", str(folder), "--skip-invalid", "--default-type", "project")
+    assert "0 created, 0 updated" in again.stderr, again.stderr
+    assert "0 written" in memctl("export", str(folder)).stderr
+
+
+def test_a_hand_written_index_is_kept_until_forced(store: MemoryStore, tmp_path: Path) -> None:
+    folder = tmp_path / "claude-memory"
+    claude_code_folder(folder)
+    import_memories(store, folder, skip_invalid=True, default_type="project")
+    result = export_memories(store, folder)
+    assert result.written == [] and result.notes
+    assert (folder / "MEMORY.md").read_text().startswith("# Memory index")
+    assert "MEMORY.md" in export_memories(store, folder, force=True).written
+    assert (folder / "MEMORY.md").read_text().startswith("- [")
+    store.create("new-one", "user", "a new memory", "body")
+    assert export_memories(store, folder).written == ["new-one.md", "MEMORY.md"]
+
+
+def test_export_removes_only_files_of_deleted_memories(store: MemoryStore, tmp_path: Path) -> None:
+    folder = tmp_path / "claude-memory"
+    original = claude_code_folder(folder)
+    import_memories(store, folder, skip_invalid=True, default_type="project")
+    store.delete("infra-notes")
+    result = export_memories(store, folder)
+    assert result.removed == ["20-infrastructure-old.md"]
+    assert {p.name for p in folder.iterdir()} == set(original) - {"20-infrastructure-old.md"}

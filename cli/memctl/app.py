@@ -749,6 +749,8 @@ def _reexport(store: MemoryStore, directory: Path, *, force: bool = False) -> No
     from memstore.exporter import export_memories
 
     result = export_memories(store, directory, force=force)
+    for note in result.notes:
+        _err(f"note: {note}")
     _err(
         f"exported to {result.directory}: {len(result.written)} written, "
         f"{len(result.removed)} removed, {result.unchanged} unchanged"
