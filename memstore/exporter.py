@@ -25,7 +25,7 @@ try:
 except ImportError:  # Windows: exports into one folder are not serialised
     fcntl = None  # type: ignore[assignment]
 
-from sqlalchemy import Row, select
+from sqlalchemy import Connection, Row, select
 
 from memstore.db import writer
 from memstore.errors import ExportConflict, ExportFailed, InvalidMemory
@@ -104,6 +104,7 @@ def _export_locked(store: MemoryStore, directory: Path, force: bool) -> ExportRe
     with store.engine.connect() as connection:
         memories = connection.execute(select(*summary_columns).where(live)).all()
         records = load_records(connection, key, legacy_key(directory))
+        renamed = _former_file_names(connection, memories, records)
     on_disk = _markdown_files(directory)
     # Names and records come from a database file someone may have edited by hand: nothing
     # outside the rules may become a path.
@@ -114,7 +115,7 @@ def _export_locked(store: MemoryStore, directory: Path, force: bool) -> ExportRe
             raise ExportFailed(f"memory {memory.id} in the database has an {error}") from None
     records = {name: row for name, row in records.items() if _is_export_file_name(name)}
     plan = _Plan()
-    targets = _targets(memories, records, on_disk)
+    targets = _targets(memories, records, on_disk, renamed)
     file_of = {memory.id: name for name, memory in targets.items()}
     to_render = []
     for file_name, memory in targets.items():
@@ -178,16 +179,42 @@ def _export_locked(store: MemoryStore, directory: Path, force: bool) -> ExportRe
     )
 
 
+def _former_file_names(
+    connection: Connection, memories: Sequence[Row[Any]], records: dict[str, Row[Any]]
+) -> dict[int, set[str]]:
+    """`<name>.md` for every name a memory had before, for the memories recorded under
+    another file than `<name>.md`: a memory renamed since moves to its new name's file."""
+    current = {memory.id: memory_file_name(memory.name) for memory in memories}
+    elsewhere = {
+        record.memory_id
+        for file_name, record in records.items()
+        if record.memory_id in current and current[record.memory_id] != file_name
+    }
+    return {
+        memory_id: {memory_file_name(str(v.get("name"))) for v in versions}
+        for memory_id, versions in past_versions(connection, elsewhere).items()
+    }
+
+
 def _targets(
-    memories: Sequence[Row[Any]], records: dict[str, Row[Any]], on_disk: Collection[str]
+    memories: Sequence[Row[Any]],
+    records: dict[str, Row[Any]],
+    on_disk: Collection[str],
+    renamed: dict[int, set[str]],
 ) -> dict[str, Row[Any]]:
     """The file each memory is written to: the file it came from (an import) or was last
-    written to, while that file is there, else `<name>.md`."""
+    written to, while that file is there and is not the file of a name it had before,
+    else `<name>.md`."""
     by_id = {memory.id: memory for memory in memories}
     origin: dict[int, str] = {}
     for file_name, record in sorted(records.items()):
         memory = by_id.get(record.memory_id)
-        if file_name == INDEX_FILE_NAME or memory is None or file_name not in on_disk:
+        if (
+            file_name == INDEX_FILE_NAME
+            or memory is None
+            or file_name not in on_disk
+            or file_name in renamed.get(memory.id, ())
+        ):
             continue
         current = origin.get(memory.id)
         canonical = memory_file_name(memory.name)

@@ -61,9 +61,10 @@ def memory_file_name(name: str) -> str:
 
 def synced_extra(extra: dict[str, Any], type_: str) -> dict[str, Any]:
     """Unmodeled keys as written: Claude Code keeps the type under `metadata:` too, and that
-    copy must say what the memory's type is now."""
+    copy must say what the memory's type is now (when it named one of memstore's types)."""
     nested = extra.get("metadata")
-    if isinstance(nested, dict) and "type" in nested and nested["type"] != type_:
+    # A type memstore does not know there (read with --default-type) stays as written.
+    if isinstance(nested, dict) and nested.get("type") in TYPE_ORDER and nested["type"] != type_:
         return {**extra, "metadata": {**nested, "type": type_}}
     return extra
 

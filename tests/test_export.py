@@ -231,3 +231,26 @@ def test_an_export_killed_mid_write_leaves_no_hand_edits(
     assert watched.read_text().endswith("edited after the kill\n")
     assert (out / "note-1499.md").read_text().endswith("second version\n")
     assert export_memories(store, out).written == []
+
+
+def test_a_renamed_memory_moves_to_its_new_file(store: MemoryStore, tmp_path: Path) -> None:
+    fill(store, 2)
+    out = tmp_path / "out"
+    export_memories(store, out)
+    store.update("note-0", new_name="renamed")
+    result = export_memories(store, out)
+    assert sorted(result.written) == ["MEMORY.md", "renamed.md"]
+    assert result.removed == ["note-0.md"]
+
+
+def test_an_unknown_metadata_type_survives_a_canonical_rewrite(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "x.md").write_text("---\nname: x\nmetadata:\n  type: note\n---\n\nbody\n")
+    import_memories(store, folder, default_type="project")
+    store.update("x", new_name="y")  # renamed: written canonically, to y.md
+    export_memories(store, folder)
+    assert "  type: note\n" in (folder / "y.md").read_text()
+    assert not (folder / "x.md").exists()
