@@ -251,6 +251,7 @@ def test_the_settings_file_is_the_users_not_the_workspaces(
         ("edit_file", {"path": ".git/config", "old_text": "[core]", "new_text": "[x]"}),
         ("read_file", {"path": ".memory/memstore.db"}),
         ("read_file", {"path": "hardlink.db"}),
+        ("read_file", {"path": ".memory/sessions/.gitignore"}),
     ],
 )
 def test_the_file_tools_never_touch_memstore_or_git(
@@ -393,8 +394,11 @@ def test_at_most_32_calls_of_one_reply_run(
 ) -> None:
     calls = [("bash", {"command": "echo x >> count.txt"})] * 40
     anthropic_server.script(tool_reply(*calls), text_reply("done"))
-    make_agent(root, client, None, ApprovalPolicy(skip_all=True)).turn("go")
+    agent = make_agent(root, client, None, ApprovalPolicy(skip_all=True))
+    agent.events = events = RecordingEvents()
+    agent.turn("go")
     assert (root / "count.txt").read_text() == "x\n" * 32
+    assert len(events.calls) == 32
     results = tool_results(anthropic_server.requests[1])
     assert len(results) == 40
     assert all("too many tool calls" in r["content"] for r in results[32:])

@@ -457,25 +457,24 @@ class Agent:
         results: list[dict[str, Any]] = []
         try:
             for number, block in enumerate(calls):
+                if number == MAX_CALLS_PER_REPLY:
+                    self.events.notice(
+                        f"[{len(calls) - number} more tool calls in this reply not run: "
+                        f"at most {MAX_CALLS_PER_REPLY} run]"
+                    )
+                if number >= MAX_CALLS_PER_REPLY:  # answered without a line each
+                    results.append(_result(block["id"], ToolResult(TOO_MANY_CALLS_RESULT, True)))
+                    continue
                 arguments = block.get("input")
                 self.events.tool_call(
                     block["name"], arguments if isinstance(arguments, dict) else {}
                 )
-                if number >= MAX_CALLS_PER_REPLY:
-                    result = ToolResult(TOO_MANY_CALLS_RESULT, is_error=True)
-                elif block["id"] in bad_input:
+                if block["id"] in bad_input:
                     result = ToolResult(bad_input[block["id"]], is_error=True)
                 else:
                     result = self._run_call(block["name"], arguments)
                 self.events.tool_result(block["name"], result)
-                results.append(
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": block["id"],
-                        "content": result.text,
-                        **({"is_error": True} if result.is_error else {}),
-                    }
-                )
+                results.append(_result(block["id"], result))
         except KeyboardInterrupt:
             results += [
                 {
@@ -651,6 +650,15 @@ def _plain_block(block: Any, bad_input: dict[str, str]) -> dict[str, Any]:
         return {"type": "tool_use", "id": block.id, "name": block.name, "input": arguments}
     dumped: dict[str, Any] = block.model_dump(exclude_none=True)
     return finite(dumped)[0]
+
+
+def _result(tool_use_id: str, result: ToolResult) -> dict[str, Any]:
+    return {
+        "type": "tool_result",
+        "tool_use_id": tool_use_id,
+        "content": result.text,
+        **({"is_error": True} if result.is_error else {}),
+    }
 
 
 def _json_kind(value: Any) -> str:
