@@ -109,6 +109,9 @@ def test_rows_are_streamed(tmp_path: Path, memctl: MemctlRunner) -> None:
 
 def test_ctrl_c_interrupts_a_running_query(tmp_path: Path, memctl: MemctlRunner) -> None:
     add(memctl, "a-note")
+    started = time.monotonic()
+    assert memctl("sql", "SELECT 1").returncode == 0
+    start_up = time.monotonic() - started  # a busy machine starts Python slowly
     process = memctl_process(
         tmp_path,
         "sql",
@@ -118,7 +121,7 @@ def test_ctrl_c_interrupts_a_running_query(tmp_path: Path, memctl: MemctlRunner)
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    time.sleep(3)  # start-up, then well inside the query
+    time.sleep(max(3.0, 2 * start_up))  # past start-up, well inside the query
     assert process.poll() is None
     process.send_signal(signal.SIGINT)
     try:

@@ -4,13 +4,22 @@ commands that only read create nothing; the database never reaches a commit (iss
 from __future__ import annotations
 
 import json
+import os
 import stat
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.anthropic_server import AnthropicServer, text_reply
 from tests.conftest import MemctlRunner
+
+PREFERENCE = {
+    "name": "user-indentation",
+    "type": "user",
+    "description": "Always 4 spaces, never tabs",
+    "body": "The user wants Python indented with 4 spaces and never tab characters.",
+}
 
 NO_MEMORY = "no memory here"
 
@@ -175,3 +184,27 @@ def test_a_users_gitignore_is_kept(memctl: MemctlRunner, tmp_path: Path) -> None
     (memory / ".gitignore").write_text("memstore.db\n")
     add(memctl, "b-note", tmp_path)
     assert (memory / ".gitignore").read_text() == "memstore.db\n"
+
+
+def test_chat_uses_the_found_workspace(
+    memctl: MemctlRunner, tmp_path: Path, anthropic_server: AnthropicServer
+) -> None:
+    """`memctl chat` from a subfolder works in the workspace and learns into its memory."""
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    git(project, "init", "-q")
+    anthropic_server.script(
+        text_reply("Noted."),
+        text_reply(json.dumps([PREFERENCE])),
+    )
+    env = {
+        "ANTHROPIC_API_KEY": "test-key",
+        "ANTHROPIC_BASE_URL": anthropic_server.url,
+        "MEMSTORE_SETTINGS": os.devnull,
+    }
+    done = memctl("chat", input="always use 4 spaces\n/exit\n", env=env, cwd=project / "src")
+    assert done.returncode == 0, done.stderr
+    assert (project / ".memory" / "user-indentation.md").is_file()
+    assert not (project / "src" / ".memory").exists()
+    listed = memctl("list", "--json", cwd=project)
+    assert [m["name"] for m in json.loads(listed.stdout)] == ["user-indentation"]
