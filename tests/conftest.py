@@ -20,6 +20,13 @@ if TYPE_CHECKING:
 MemctlRunner = Callable[..., subprocess.CompletedProcess[str]]
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _workspaces_inside_the_test_folders(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """memctl finds its workspace upward from the current folder: a test's must never be a
+    stray /tmp/.memory. Every memctl a test starts inherits the ceiling."""
+    os.environ["MEMCTL_CEILING_DIRECTORIES"] = str(tmp_path_factory.getbasetemp())
+
+
 @pytest.fixture(autouse=True)
 def _semantic_recall_only_where_asked(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
@@ -64,8 +71,6 @@ def memctl(tmp_path: Path) -> MemctlRunner:
     ) -> subprocess.CompletedProcess[str]:
         environment = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200"}
         environment.pop("MEMCTL_DB", None)
-        # The workspace is found upward from the cwd: not in a stray /tmp/.memory.
-        environment["MEMCTL_CEILING_DIRECTORIES"] = str(tmp_path.parent)
         environment.update(env or {})
         return subprocess.run(
             [sys.executable, "-m", "memctl", *args],
