@@ -29,7 +29,7 @@ from memstore.workspace import create_private_file, ensure_gitignore
 
 # Head of migrations/versions; tests check that it matches the Alembic script directory.
 # Comparing against it lets an up-to-date database open without importing Alembic.
-SCHEMA_HEAD = "0004"
+SCHEMA_HEAD = "0005"
 VERSION_TABLE = "memstore_alembic_version"
 BUSY_TIMEOUT_MS = 15_000
 
@@ -64,7 +64,7 @@ def create_sqlite_engine(path: Path) -> Engine:
         f"sqlite:///{path}",
         connect_args={"timeout": BUSY_TIMEOUT_MS / 1000},
         # Readable in plain sqlite3: Chinese stays Chinese, not \u escapes.
-        json_serializer=_to_json,
+        json_serializer=to_json,
     )
     event.listen(engine, "connect", _configure_connection)
     event.listen(engine, "begin", _begin)
@@ -92,7 +92,7 @@ def insert_rows(connection: Connection, table: Table, rows: Sequence[dict[str, A
         chunk = rows[start : start + ROWS_PER_INSERT]
         values: list[Any] = []
         for row in chunk:
-            values.extend(_to_json(row[c]) if c in json_columns else row[c] for c in columns)
+            values.extend(to_json(row[c]) if c in json_columns else row[c] for c in columns)
         connection.exec_driver_sql(
             f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES "
             + ", ".join([one_row] * len(chunk)),
@@ -100,7 +100,7 @@ def insert_rows(connection: Connection, table: Table, rows: Sequence[dict[str, A
         )
 
 
-def _to_json(value: Any) -> str | None:
+def to_json(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False)
 
 
@@ -210,7 +210,7 @@ def _open_read_only(path: Path) -> Engine:
     engine = create_engine(
         f"sqlite:///{path}",
         creator=lambda: connect_read_only(path),
-        json_serializer=_to_json,
+        json_serializer=to_json,
     )
     event.listen(engine, "begin", _begin)
     try:

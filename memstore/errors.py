@@ -153,6 +153,10 @@ class ConsolidationRefused(MemstoreError):
     """The model's consolidation was not applied; the message says why."""
 
 
+class HistoryTampered(MemstoreError):
+    """The history's hash chain does not verify: it was edited outside memstore."""
+
+
 class ModelFetchFailed(MemstoreError):
     """The semantic model's files could not be fetched or did not verify."""
 

@@ -89,6 +89,22 @@ class MemoryEvent(SQLModel, table=True):
     created_at: str
     # A consolidation's deletion: the id of the memory this one was merged into.
     merged_into: int | None = None
+    # The hash chain (memstore/chain.py): SHA-256 of the previous event's hash and this one.
+    hash: str | None = None
+
+
+class MemoryPurge(SQLModel, table=True):
+    """Append-only: one row per memory whose content `memctl purge` erased from history.
+    The history's triggers let an event's values be replaced by a marker only for these."""
+
+    __tablename__ = "memory_purge"
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="run.id", index=True)
+    memory_id: int = Field(foreign_key="memory.id", index=True)
+    memory_name: str
+    events: int
+    purged_at: str
 
 
 class ExportedFile(SQLModel, table=True):
@@ -126,6 +142,7 @@ memory_table = cast(Table, SQLModel.metadata.tables["memory"])
 memory_event_table = cast(Table, SQLModel.metadata.tables["memory_event"])
 run_table = cast(Table, SQLModel.metadata.tables["run"])
 exported_file_table = cast(Table, SQLModel.metadata.tables["exported_file"])
+memory_purge_table = cast(Table, SQLModel.metadata.tables["memory_purge"])
 
 
 class MemorySummary(NamedTuple):

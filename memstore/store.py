@@ -16,7 +16,8 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Session, col
 from sqlmodel import select as orm_select
 
-from memstore.db import BUSY_TIMEOUT_MS, insert_rows, open_database, writer
+from memstore import chain
+from memstore.db import BUSY_TIMEOUT_MS, insert_rows, open_database, to_json, writer
 from memstore.errors import (
     MemoryExists,
     MemoryNotFound,
@@ -76,6 +77,12 @@ class SearchHit:
     similarity: float | None = None
 
 
+class PurgeReport(NamedTuple):
+    run_id: str
+    memories: int
+    events: int
+
+
 class PendingEvent(NamedTuple):
     """An event of a transaction, written when it commits."""
 
@@ -121,6 +128,8 @@ class WriteTransaction:
     # Live name -> id, loaded on first use and kept current by every change.
     _live_ids: dict[str, int] | None = None
     _next_id: int | None = None
+    # Memories whose content this transaction erases from history (purge).
+    _purged: list[int] = field(default_factory=list)
 
     # -- reads, seeing this transaction's own changes --------------------------------------
 
@@ -255,6 +264,8 @@ class WriteTransaction:
             memory = next((_record(r) for r in rows if r["id"] not in self._changed), None)
         if memory is None:
             raise NothingToRestore(name, "no deleted memory has that name")
+        if self._is_purged(memory.id):
+            raise NothingToRestore(name, "its content was purged from history")
         self._refuse_secrets(memory)
         return self._apply(memory.changed(deleted_at=None), Operation.RESTORE, memory)
 
@@ -265,8 +276,79 @@ class WriteTransaction:
             raise NothingToRestore(memory.name, "it is not deleted")
         if memory.name in self._live_names():
             raise NothingToRestore(memory.name, "a memory with that name exists")
+        if self._is_purged(memory.id):
+            raise NothingToRestore(memory.name, "its content was purged from history")
         self._refuse_secrets(memory)
         return self._apply(memory.changed(deleted_at=None), Operation.RESTORE, memory)
+
+    def purge(self, name: str) -> list[MemoryRecord]:
+        """Erase from history the content of every memory that ever had `name` (what
+        `history NAME` shows): a live one is deleted first; as the transaction commits,
+        each of their events keeps its row with its values replaced by a marker holding
+        their SHA-256, as do the commands of the runs that wrote them and the memory rows'
+        text. The history's hash chain still verifies; nothing can restore or undo it."""
+        ids = self.connection.execute(
+            select(memory_event_table.c.memory_id)
+            .where(memory_event_table.c.memory_name == name)
+            .distinct()
+            .order_by(memory_event_table.c.memory_id)
+        ).scalars()
+        memories = [self.by_id(memory_id) for memory_id in ids]
+        if not memories:
+            raise MemoryNotFound(name)
+        # Freed space is overwritten with zeros, so the erased text is not left in the file.
+        self.connection.exec_driver_sql("PRAGMA secure_delete = ON")
+        for memory in memories:
+            if memory.deleted_at is None:
+                self.delete(memory)
+        self._purged.extend(memory.id for memory in memories)
+        return memories
+
+    def _erase_purged(self) -> None:
+        """The purge's rewrites, after its delete events are written (the triggers let an
+        event's values become a marker only for a memory recorded in memory_purge)."""
+        sql = self.connection.exec_driver_sql
+        for memory_id in self._purged:
+            events = sql(
+                "SELECT id, old_value, new_value, run_id FROM memory_event WHERE memory_id = ?",
+                (memory_id,),
+            ).fetchall()
+            sql(
+                "INSERT INTO memory_purge (run_id, memory_id, memory_name, events, purged_at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (self.run_id, memory_id, self.by_id(memory_id).name, len(events), self.now),
+            )
+            sql(
+                "UPDATE memory_event SET old_value = ?, new_value = ? WHERE id = ?",
+                [
+                    (_purged_or_none(old), _purged_or_none(new), event_id)
+                    for event_id, old, new, _ in events
+                ],
+            )
+            for run_id in sorted({run_id for *_, run_id in events} - {self.run_id}):
+                (command,) = sql("SELECT command FROM run WHERE id = ?", (run_id,)).one()
+                sql(
+                    "UPDATE run SET command = ? WHERE id = ?",
+                    (chain.purged_command(command), run_id),
+                )
+            memory = self.by_id(memory_id)
+            marker = f"[purged sha256:{chain.value_hash(to_json(memory.snapshot()))}]"
+            sql(
+                "UPDATE memory SET description = ?, body = ?, extra = '{}' WHERE id = ?",
+                (marker, marker, memory_id),
+            )
+            sql("DELETE FROM memory_vector WHERE memory_id = ?", (memory_id,))
+        if self._purged:
+            # The full-text index keeps a deleted text's words until its segments merge.
+            sql("INSERT INTO memory_fts (memory_fts) VALUES ('optimize')")
+
+    def _is_purged(self, memory_id: int) -> bool:
+        return (
+            self.connection.exec_driver_sql(
+                "SELECT 1 FROM memory_purge WHERE memory_id = ?", (memory_id,)
+            ).first()
+            is not None
+        )
 
     def _refuse_secrets(self, memory: MemoryRecord) -> None:
         """The one secrets check of every write that makes a memory's text live: create,
@@ -323,8 +405,9 @@ class WriteTransaction:
     def write(self) -> None:
         """Write the changes and their events (called once, as the transaction commits)."""
         if not self.events:
-            if self.record_empty_run:
+            if self.record_empty_run or self._purged:
                 self._write_run()
+            self._erase_purged()
             return
         columns = memory_table.c.keys()
         existing = [_row_of(m, columns) for i, m in self._changed.items() if i not in self._new_ids]
@@ -346,25 +429,37 @@ class WriteTransaction:
             )
         insert_rows(self.connection, memory_table, created)
         self._write_run()
-        insert_rows(
-            self.connection,
-            memory_event_table,
-            [
-                {
-                    "id": None,
-                    "memory_id": event.memory_id,
-                    "memory_name": event.memory_name,
-                    "operation": event.operation.value,
-                    "actor": self.actor,
-                    "run_id": self.run_id,
-                    "old_value": event.old,
-                    "new_value": event.new,
-                    "created_at": self.now,
-                    "merged_into": event.merged_into,
-                }
-                for event in self.events
-            ],
-        )
+        insert_rows(self.connection, memory_event_table, self._chained_events())
+        self._erase_purged()
+
+    def _chained_events(self) -> list[dict[str, Any]]:
+        """The event rows, numbered after the last event and each hashed onto the chain
+        (this transaction holds the write lock: nobody else appends meanwhile)."""
+        last = self.connection.exec_driver_sql(
+            "SELECT id, hash FROM memory_event ORDER BY id DESC LIMIT 1"
+        ).first()
+        next_id, previous = (last[0] + 1, last[1]) if last is not None else (1, chain.GENESIS)
+        rows = []
+        for number, event in enumerate(self.events, next_id):
+            row: dict[str, Any] = {
+                "id": number,
+                "memory_id": event.memory_id,
+                "memory_name": event.memory_name,
+                "operation": event.operation.value,
+                "actor": self.actor,
+                "run_id": self.run_id,
+                "created_at": self.now,
+                "merged_into": event.merged_into,
+                "old_value": event.old,
+                "new_value": event.new,
+            }
+            stored = chain.ChainedEvent(
+                **{**row, "old_value": to_json(event.old), "new_value": to_json(event.new)},
+                command=self.command,
+            )
+            row["hash"] = previous = chain.event_hash(previous, stored)
+            rows.append(row)
+        return rows
 
     def _write_run(self) -> None:
         self.connection.execute(
@@ -378,6 +473,10 @@ class WriteTransaction:
                 "undoes": self.undoes,
             },
         )
+
+
+def _purged_or_none(text: str | None) -> str | None:
+    return None if text is None else chain.purged_value(text)
 
 
 def _row_of(memory: MemoryRecord, columns: Iterable[str]) -> dict[str, Any]:
@@ -486,6 +585,27 @@ class MemoryStore:
     def restore(self, name: str, *, allow_secrets: bool = False) -> MemoryRecord:
         with self.transaction(allow_secrets=allow_secrets) as tx:
             return tx.restore(name)
+
+    def purge(self, name: str) -> PurgeReport:
+        """Erase the content of every memory that ever had `name` from history, as its
+        own run (see WriteTransaction.purge)."""
+        with self.transaction() as tx:
+            memories = tx.purge(name)
+            run_id = tx.run_id
+        with self._sqlite() as connection:
+            connection.execute("PRAGMA secure_delete = OFF")
+            # Old page images in the write-ahead log still hold the text: fold the log
+            # into the database and empty it (readers still running may delay that).
+            connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            events = connection.execute(
+                "SELECT sum(events) FROM memory_purge WHERE run_id = ?", (run_id,)
+            ).fetchone()[0]
+        return PurgeReport(run_id, len(memories), int(events or 0))
+
+    def verify_history(self) -> chain.ChainReport:
+        """Recompute the history's hash chain; HistoryTampered says where it breaks."""
+        with self._sqlite() as connection:
+            return chain.verify(connection)
 
     # -- reads ------------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from memstore.chain import is_purged
 from memstore.errors import CannotUndo, NothingToRestore
 from memstore.models import MemoryEvent, Operation, Run
 from memstore.store import MemoryStore
@@ -46,6 +47,8 @@ def undo_run(store: MemoryStore, run_id: str) -> UndoResult:
         events = store.run_events(run.id)
         if not events:
             raise CannotUndo(f"run {short} changed no memory")
+        if any(is_purged(e.old_value) or is_purged(e.new_value) for e in events):
+            raise CannotUndo(f"run {short} wrote content that was purged from history since")
         later = _changed_after(store, events)
         if later:
             raise CannotUndo(

@@ -522,9 +522,21 @@ def history(
     runs: Annotated[
         bool, typer.Option("--runs", help="One line per run (command, consolidation, undo).")
     ] = False,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify",
+            help="Check the history's hash chain; exit 1 naming the first event that fails.",
+        ),
+    ] = False,
     json: JsonOption = False,
 ) -> None:
     """The audit log: every change, oldest first."""
+    if verify:
+        with _store() as store:
+            report = store.verify_history()
+        print(f"history verified: {report.events} events, chain head {report.head}")
+        return
     if runs:
         if name is not None:
             fail("--runs lists every run; leave out the name")
@@ -577,6 +589,34 @@ def history(
         )
     else:
         _err("no history yet" if name is None else f"no history for {name!r}")
+
+
+@app.command()
+def purge(
+    name: str,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Erase a memory's content from history for good (a leaked key): its events stay,
+    their content replaced by a marker and its SHA-256; recorded as its own run."""
+    import getpass
+
+    with _store(actor="purge") as store:
+        store.command += f" (by {getpass.getuser()})"
+        events = store.history(name)
+        if not events:
+            fail(f"no history for {name!r}")
+        if not yes:
+            if not sys.stdin.isatty():
+                fail("purge cannot be undone: run again with --yes to confirm")
+            memories = len({event.memory_id for event in events})
+            typer.confirm(
+                f"Erase the content of {name!r} ({memories} memory, {len(events)} events) "
+                "from history? The memory is deleted and cannot be restored",
+                abort=True,
+                err=True,
+            )
+        report = store.purge(name)
+    _err(f"purged {name}: the content of {report.events} events erased (run {report.run_id[:8]})")
 
 
 NO_MODEL_HELP = (

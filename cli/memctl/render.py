@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from memstore.chain import is_purged
 from memstore.models import MemoryEvent, MemoryRecord
 
 if TYPE_CHECKING:
@@ -139,6 +140,8 @@ def one_line(value: Any) -> str:
 def change_summary(event: MemoryEvent) -> str:
     """What an event changed, in a few words."""
     old, new = event.old_value, event.new_value
+    if is_purged(old) or is_purged(new):
+        return "content purged"
     if old is None or new is None:
         snapshot = new or old or {}
         return str(snapshot.get("description", ""))

@@ -1,0 +1,139 @@
+"""Tamper evidence for the history: a hash chain over memory_event, and purge markers.
+
+Each event stores `hash` = SHA-256 of the previous event's hash and the event's canonical
+content, so changing, removing or inserting an event, even with the triggers dropped, breaks
+the chain from that event on, and `verify` names the first broken one. An event's values
+enter the chain as the SHA-256 of their stored JSON text, and its run's command as its own
+SHA-256: exactly what a purge keeps in its markers, so a purged history still verifies.
+
+What a chain cannot do: notice that the newest events were cut off together with every trace
+of them (the memory rows' versions catch most of that: see `verify`), or stop someone who
+recomputes it. The head hash that `verify` reports can be kept elsewhere to catch both.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+
+from memstore.errors import HistoryTampered
+
+GENESIS = "0" * 64
+_HEX64 = "[0-9a-f]" * 64
+# What a purge leaves: the JSON text of an erased value, and a run's erased command.
+PURGED_VALUE_GLOB = '{"purged": "sha256:' + _HEX64 + '"}'
+PURGED_COMMAND_GLOB = "[[]purged sha256:" + _HEX64 + "]"
+_PURGED_VALUE = re.compile(r'\{"purged": "sha256:([0-9a-f]{64})"\}')
+_PURGED_COMMAND = re.compile(r"\[purged sha256:([0-9a-f]{64})\]")
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def value_hash(text: str | None) -> str | None:
+    """The hash of a stored JSON value, which a purge marker keeps."""
+    if text is None:
+        return None
+    purged = _PURGED_VALUE.fullmatch(text)
+    return purged.group(1) if purged else sha256(text)
+
+
+def command_hash(command: str | None) -> str | None:
+    if command is None:
+        return None
+    purged = _PURGED_COMMAND.fullmatch(command)
+    return purged.group(1) if purged else sha256(command)
+
+
+def purged_value(text: str) -> str:
+    """The marker that replaces a value's JSON text: it keeps the value's hash."""
+    return '{"purged": "sha256:' + str(value_hash(text)) + '"}'
+
+
+def purged_command(command: str) -> str:
+    return f"[purged sha256:{command_hash(command)}]"
+
+
+def is_purged(value: Any) -> bool:
+    """Whether an event's old or new value (as read, a dict) is a purge marker."""
+    return isinstance(value, dict) and list(value) == ["purged"]
+
+
+class ChainedEvent(NamedTuple):
+    """What the chain covers of an event: every column, values as their stored text."""
+
+    id: int
+    memory_id: int
+    memory_name: str
+    operation: str
+    actor: str
+    run_id: str
+    created_at: str
+    merged_into: int | None
+    old_value: str | None
+    new_value: str | None
+    command: str | None
+
+
+def event_hash(previous: str, event: ChainedEvent) -> str:
+    fields = [
+        *event[:8],
+        value_hash(event.old_value),
+        value_hash(event.new_value),
+        command_hash(event.command),
+    ]
+    return sha256(previous + json.dumps(fields, ensure_ascii=False, separators=(",", ":")))
+
+
+# The events with their run's command, oldest first: what the chain is computed over.
+CHAINED_EVENTS = """
+SELECT e.id, e.memory_id, e.memory_name, e.operation, e.actor, e.run_id, e.created_at,
+       e.merged_into, e.old_value, e.new_value, r.command, e.hash
+FROM memory_event AS e LEFT JOIN run AS r ON r.id = e.run_id
+ORDER BY e.id
+"""
+
+
+def chain_hashes(rows: Iterable[tuple[Any, ...]]) -> Iterable[tuple[int, str, str | None]]:
+    """(id, hash the event should have, hash it has) for rows of CHAINED_EVENTS."""
+    previous = GENESIS
+    for row in rows:
+        expected = event_hash(previous, ChainedEvent(*row[:11]))
+        yield row[0], expected, row[11]
+        previous = expected
+
+
+class ChainReport(NamedTuple):
+    events: int
+    head: str
+
+
+def verify(connection: sqlite3.Connection) -> ChainReport:
+    """Recompute the chain; HistoryTampered names the first event that does not match."""
+    count, head = 0, GENESIS
+    for event_id, expected, stored in chain_hashes(connection.execute(CHAINED_EVENTS)):
+        if stored != expected:
+            raise HistoryTampered(
+                f"history does not verify at event {event_id}: it, or an event before it, "
+                "was changed, removed or inserted outside memstore"
+            )
+        count, head = count + 1, expected
+    # Every change of a memory bumps its version and writes one event: a memory whose
+    # version disagrees with its events lost (or gained) events at the end of the chain.
+    mismatch = connection.execute(
+        "SELECT m.name, m.version, count(e.id) FROM memory AS m"
+        " LEFT JOIN memory_event AS e ON e.memory_id = m.id"
+        " GROUP BY m.id HAVING m.version != count(e.id) ORDER BY m.id LIMIT 1"
+    ).fetchone()
+    if mismatch is not None:
+        name, version, events = mismatch
+        raise HistoryTampered(
+            f"history does not verify: memory {name!r} is at version {version} but "
+            f"history holds {events} of its events (events were removed or added)"
+        )
+    return ChainReport(count, head)

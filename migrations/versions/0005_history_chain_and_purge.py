@@ -1,0 +1,145 @@
+"""History is append-only against every writer, tamper-evident, and purgeable by memctl only.
+
+- memory_event.hash: a hash chain over the events (memstore/chain.py), backfilled here.
+- memory_purge: one row per memory whose content `memctl purge` erased; append-only.
+- Triggers: no INSERT may reuse an event's or a run's id (INSERT OR REPLACE deletes the old
+  row without firing delete triggers when recursive_triggers is off); runs can be neither
+  updated nor deleted; an event may be updated only by a purge: its values replaced by a
+  marker holding their SHA-256, every other column as it was, for a memory in memory_purge;
+  likewise a run's command. The chain catches whatever bypasses the triggers.
+
+Revision ID: 0005
+Revises: 0004
+Create Date: 2026-11-30
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+from memstore.chain import CHAINED_EVENTS, PURGED_COMMAND_GLOB, PURGED_VALUE_GLOB, chain_hashes
+
+revision = "0005"
+down_revision = "0004"
+branch_labels = None
+depends_on = None
+
+UNCHANGED_EVENT = " AND ".join(
+    f"new.{column} IS old.{column}"
+    for column in (
+        "id",
+        "memory_id",
+        "memory_name",
+        "operation",
+        "actor",
+        "run_id",
+        "created_at",
+        "merged_into",
+        "hash",
+    )
+)
+
+TRIGGERS = [
+    f"""
+    CREATE TRIGGER memory_event_no_update BEFORE UPDATE ON memory_event
+    WHEN NOT (
+        {UNCHANGED_EVENT}
+        AND (new.old_value IS old.old_value OR new.old_value GLOB '{PURGED_VALUE_GLOB}')
+        AND (new.new_value IS old.new_value OR new.new_value GLOB '{PURGED_VALUE_GLOB}')
+        AND EXISTS (SELECT 1 FROM memory_purge WHERE memory_id = old.memory_id)
+    ) BEGIN
+        SELECT RAISE(ABORT, 'memory_event is append-only (memctl purge alone erases content)');
+    END
+    """,
+    """
+    CREATE TRIGGER memory_event_no_replace BEFORE INSERT ON memory_event
+    WHEN EXISTS (SELECT 1 FROM memory_event WHERE id = new.id) BEGIN
+        SELECT RAISE(ABORT, 'memory_event is append-only: an event id cannot be reused');
+    END
+    """,
+    f"""
+    CREATE TRIGGER run_no_update BEFORE UPDATE ON run
+    WHEN NOT (
+        new.id IS old.id AND new.actor IS old.actor AND new.started_at IS old.started_at
+        AND new.session_id IS old.session_id AND new.undoes IS old.undoes
+        AND (new.command IS old.command OR (
+            new.command GLOB '{PURGED_COMMAND_GLOB}'
+            AND EXISTS (
+                SELECT 1 FROM memory_event AS e JOIN memory_purge AS p
+                ON p.memory_id = e.memory_id WHERE e.run_id = old.id
+            )
+        ))
+    ) BEGIN
+        SELECT RAISE(ABORT, 'run is append-only (memctl purge alone erases commands)');
+    END
+    """,
+    """
+    CREATE TRIGGER run_no_delete BEFORE DELETE ON run BEGIN
+        SELECT RAISE(ABORT, 'run is append-only');
+    END
+    """,
+    """
+    CREATE TRIGGER run_no_replace BEFORE INSERT ON run
+    WHEN EXISTS (SELECT 1 FROM run WHERE id = new.id) BEGIN
+        SELECT RAISE(ABORT, 'run is append-only: a run id cannot be reused');
+    END
+    """,
+    """
+    CREATE TRIGGER memory_purge_no_update BEFORE UPDATE ON memory_purge BEGIN
+        SELECT RAISE(ABORT, 'memory_purge is append-only');
+    END
+    """,
+    """
+    CREATE TRIGGER memory_purge_no_delete BEFORE DELETE ON memory_purge BEGIN
+        SELECT RAISE(ABORT, 'memory_purge is append-only');
+    END
+    """,
+]
+
+OLD_NO_UPDATE = """
+    CREATE TRIGGER memory_event_no_update BEFORE UPDATE ON memory_event BEGIN
+        SELECT RAISE(ABORT, 'memory_event is append-only');
+    END
+"""
+
+
+def upgrade() -> None:
+    op.execute("DROP TRIGGER memory_event_no_update")
+    op.add_column("memory_event", sa.Column("hash", sa.String(), nullable=True))
+    op.create_table(
+        "memory_purge",
+        sa.Column("id", sa.Integer(), primary_key=True),
+        sa.Column("run_id", sa.String(), sa.ForeignKey("run.id"), nullable=False),
+        sa.Column("memory_id", sa.Integer(), sa.ForeignKey("memory.id"), nullable=False),
+        sa.Column("memory_name", sa.String(), nullable=False),
+        sa.Column("events", sa.Integer(), nullable=False),
+        sa.Column("purged_at", sa.String(), nullable=False),
+    )
+    op.create_index("ix_memory_purge_run_id", "memory_purge", ["run_id"])
+    op.create_index("ix_memory_purge_memory_id", "memory_purge", ["memory_id"])
+    connection = op.get_bind()
+    rows = connection.exec_driver_sql(CHAINED_EVENTS).fetchall()
+    hashes = [{"id": id_, "hash": expected} for id_, expected, _ in chain_hashes(rows)]
+    if hashes:
+        connection.execute(sa.text("UPDATE memory_event SET hash = :hash WHERE id = :id"), hashes)
+    for trigger in TRIGGERS:
+        op.execute(trigger)
+
+
+def downgrade() -> None:
+    for trigger in (
+        "memory_purge_no_delete",
+        "memory_purge_no_update",
+        "run_no_replace",
+        "run_no_delete",
+        "run_no_update",
+        "memory_event_no_replace",
+        "memory_event_no_update",
+    ):
+        op.execute(f"DROP TRIGGER {trigger}")
+    op.drop_index("ix_memory_purge_memory_id", "memory_purge")
+    op.drop_index("ix_memory_purge_run_id", "memory_purge")
+    op.drop_table("memory_purge")
+    op.drop_column("memory_event", "hash")
+    op.execute(OLD_NO_UPDATE)
