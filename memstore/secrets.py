@@ -36,7 +36,7 @@ import itertools
 import json
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 SCAN_MAX_CHARS = 1_000_000
@@ -337,11 +337,6 @@ _RULES: list[_Rule] = [
         (":AA",),
     ),
     _Rule(
-        "Discord bot token",
-        re.compile(r"\b[MNO][A-Za-z\d]{23,25}\.[\w-]{6}\.[\w-]{27,38}(?![\w-])"),
-        (".",),
-    ),
-    _Rule(
         # mysql -pS3cr3t (the password glued to -p; a bare -p asks for it), and the
         # other MySQL/MariaDB clients.
         "password on a command line",
@@ -380,7 +375,7 @@ _RULES: list[_Rule] = [
             r"(?<![\w-])(?:-u|--user|-a|--auth)[ \t=]{1,5}[\"']?(?P<user>[^\s:\"'@/]{1,64}):"
             r"(?P<value>[^\s\"'@]{1,256})(?![^\s\"'])"
         ),
-        ("-u", "--user", "-a", "--auth"),
+        ("-u ", "-u\t", "-u=", "--user", "-a ", "-a\t", "-a=", "--auth"),
         check=lambda match: _user_and_password(match["user"], match["value"]),
     ),
     _Rule(
@@ -418,6 +413,28 @@ _RULES: list[_Rule] = [
     ),
 ]
 
+# Rules that match a value of any shape after a word that names a secret, and the others.
+_GENERIC_KINDS = frozenset(
+    [
+        "password",
+        "password on a command line",
+        "password in a URL",
+        "bearer token",
+        "basic auth credentials",
+    ]
+)
+# Each rule with whether it ignores case, and its needles as one pattern (one C-level
+# search per rule: testing needles one by one in Python cost more than the patterns).
+_PREPARED = [
+    (
+        rule,
+        bool(rule.pattern.flags & re.IGNORECASE),
+        re.compile("|".join(re.escape(needle) for needle in rule.needles)),
+    )
+    for rule in _RULES
+]
+_PREPARED_FORMATS = [prepared for prepared in _PREPARED if prepared[0].kind not in _GENERIC_KINDS]
+
 # The generic rule: KEY = value, or KEY: value, the key naming a secret. Reported only where
 # no specific rule matched, so that the finding names the most precise kind.
 _ASSIGNMENT_KIND = "secret assignment"
@@ -431,6 +448,12 @@ _ASSIGNMENT = re.compile(
     r"(?:(?P<quote>[\"'])(?P<quoted>[^\s\"'\\]{4,256}+)(?P=quote)"
     r"|(?P<bare>[^\s\"'`()\[\]{}<>,;]{4,256}+)(?=[\s,;\"'`)\]}]|$))"
 )
+# The words a key of _ASSIGNMENT must hold: the rule is tried only where one occurs (at the
+# start of its key), which keeps the scan linear in those words rather than in the text.
+_ASSIGNMENT_WORD = re.compile(
+    r"(?i)passw(?:or)?d|passphrase|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key"
+)
+_ASSIGNS = re.compile("[:=]")
 # Keys whose value is a password: it may be short (password: hunter2), or digits only.
 _PASSWORD_KEY = re.compile(r"(?i)passw(?:or)?d|passphrase|pwd")
 
@@ -444,18 +467,39 @@ def _credible_assignment(match: re.Match[str]) -> bool:
     return len(value) >= 8 and _looks_secret(value)
 
 
-def find_secrets(text: str) -> list[SecretFinding]:
+def _assignments(text: str) -> Iterator[re.Match[str]]:
+    """The matches of _ASSIGNMENT, tried at the start of each key that holds one of its
+    words and is followed closely enough by ":" or "="."""
+    covered = 0
+    for word in _ASSIGNMENT_WORD.finditer(text):
+        if word.start() < covered or not _ASSIGNS.search(text, word.end(), word.end() + 45):
+            continue
+        start = word.start()
+        while start > max(covered, word.start() - 40) and _is_key_char(text[start - 1]):
+            start -= 1
+        match = _ASSIGNMENT.match(text, start)
+        if match is not None:
+            covered = match.end()
+            yield match
+
+
+def _is_key_char(char: str) -> bool:
+    return char.isalnum() or char in "_.-"
+
+
+def find_secrets(text: str, *, generic: bool = True) -> list[SecretFinding]:
     """Every secret-looking span in `text`, in order of position in the normalised text.
 
+    `generic=False`: only the rules of fixed formats (vendor keys, private keys, tokens),
+    not those that take any value after a word such as "password".
     Only the first SCAN_MAX_CHARS characters are scanned (see the module's docstring)."""
     text = normalise(text[:SCAN_MAX_CHARS])
     # casefold, not lower: as the regular expressions' ignore-case, it takes "ſ" for "s".
     lowered = text.casefold()
     found: list[SecretFinding] = []
     spans: list[tuple[int, int]] = []
-    for rule in _RULES:
-        haystack = lowered if rule.pattern.flags & re.IGNORECASE else text
-        if not any(needle in haystack for needle in rule.needles):
+    for rule, ignore_case, needles in _PREPARED if generic else _PREPARED_FORMATS:
+        if not needles.search(lowered if ignore_case else text):
             continue
         for match in rule.pattern.finditer(text):
             if rule.check is not None and not rule.check(match):
@@ -468,8 +512,8 @@ def find_secrets(text: str) -> list[SecretFinding]:
     starts = [start for start, _ in spans]
     furthest = list(itertools.accumulate((end for _, end in spans), max))
     assignments = (
-        _ASSIGNMENT.finditer(text)
-        if any(needle in lowered for needle in _ASSIGNMENT_NEEDLES)
+        _assignments(text)
+        if generic and any(needle in lowered for needle in _ASSIGNMENT_NEEDLES)
         else ()
     )
     for match in assignments:
@@ -485,17 +529,6 @@ def find_secrets(text: str) -> list[SecretFinding]:
 # How much of each side of the description/body boundary is searched for a split secret:
 # more than the longest credential format (an Atlassian token, 192 characters), plus context.
 _SPLIT_WINDOW = 512
-# Rules that match a value of any shape after a word that names a secret.
-_GENERIC_KINDS = frozenset(
-    [
-        _ASSIGNMENT_KIND,
-        "password",
-        "password on a command line",
-        "password in a URL",
-        "bearer token",
-        "basic auth credentials",
-    ]
-)
 
 
 class MemorySecret(NamedTuple):
@@ -516,21 +549,23 @@ def memory_secret(
     fields = [("name", name.replace("-", " ")), ("description", description), ("body", body)]
     if extra:
         fields.append(("extra", json.dumps(extra, ensure_ascii=False, default=str)))
-    for field, text in fields:
-        found = find_secrets(text)
-        if found:
-            return MemorySecret(field, found[0])
-    # A secret split across the end of the description and the start of the body: a
-    # vendor key cut in two (joined with nothing between), or "password:" and its value
-    # (joined with a line break). Only a finding that crosses the join counts; words that
-    # happen to meet make no vendor key, but could make any value of a generic rule.
-    head = normalise(description)[-_SPLIT_WINDOW:]
-    tail = normalise(body)[:_SPLIT_WINDOW]
-    for joint in ("", "\n"):
-        for finding in find_secrets(head + joint + tail):
-            crosses = finding.offset < len(head) and finding.end > len(head) + len(joint)
-            if crosses and (joint or finding.kind not in _GENERIC_KINDS):
-                return MemorySecret("description and body", finding)
+    # One scan of the fields on lines of their own (a line break also joins "password:" at
+    # the end of the description to its value at the start of the body)...
+    texts = [normalise(text) for _, text in fields]
+    found = find_secrets("\n".join(texts))
+    if found:
+        ends = list(itertools.accumulate(len(text) + 1 for text in texts))
+        first = found[0]
+        start_field = fields[bisect.bisect_right(ends, first.offset)][0]
+        end_field = fields[min(bisect.bisect_right(ends, first.end - 1), len(fields) - 1)][0]
+        where = start_field if start_field == end_field else f"{start_field} and {end_field}"
+        return MemorySecret(where, first)
+    # ... and a vendor key cut in two between description and body, joined with nothing
+    # between: only fixed formats (words that happen to meet make none) that cross the join.
+    head, tail = texts[1][-_SPLIT_WINDOW:], texts[2][:_SPLIT_WINDOW]
+    for finding in find_secrets(head + tail, generic=False):
+        if finding.offset < len(head) < finding.end:
+            return MemorySecret("description and body", finding)
     return None
 
 
