@@ -533,7 +533,7 @@ def history(
 ) -> None:
     """The audit log: every change, oldest first."""
     if verify:
-        with _store() as store:
+        with _store(read_only=True) as store:
             report = store.verify_history()
         print(f"history verified: {report.events} events, chain head {report.head}")
         return
