@@ -266,72 +266,6 @@ _RULES: list[_Rule] = [
         ("SK", "AC"),
     ),
     _Rule(
-        "API token",
-        re.compile(
-            r"\b(?:pypi-AgEIcHlwaS5vcmc[\w-]{50,1024}"  # PyPI
-            r"|dop_v1_[a-f0-9]{64}|do[or]_v1_[a-f0-9]{64}"  # DigitalOcean
-            r"|shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}"  # Shopify
-            r"|dckr_pat_[\w-]{27,64}"  # Docker Hub
-            r"|hv[sb]\.[\w-]{90,512}"  # HashiCorp Vault
-            r"|[A-Za-z0-9]{14}\.atlasv1\.[\w-]{60,128}"  # Terraform Cloud
-            r"|gl(?:sa|c)_[A-Za-z0-9_+/=-]{32,256}"  # Grafana
-            r"|PMAK-[a-f0-9]{24}-[a-f0-9]{34}"  # Postman
-            r"|NRAK-[A-Z0-9]{27}"  # New Relic
-            r"|sntry[su]_[\w+/=-]{32,256}"  # Sentry
-            r"|lin_api_[A-Za-z0-9]{40}"  # Linear
-            r"|ntn_[A-Za-z0-9]{40,64}"  # Notion
-            r"|figd_[\w-]{40,64}"  # Figma
-            r"|gsk_[A-Za-z0-9]{48,64}"  # Groq
-            r"|xai-[A-Za-z0-9]{60,100}"  # xAI
-            r"|r8_[A-Za-z0-9]{37}"  # Replicate
-            r"|pplx-[A-Za-z0-9]{40,64}"  # Perplexity
-            r"|sbp_[a-f0-9]{40}"  # Supabase
-            r"|pscale_tkn_[\w-]{32,64}"  # PlanetScale
-            r"|pul-[a-f0-9]{40}"  # Pulumi
-            r"|dapi[a-f0-9]{32}"  # Databricks
-            r"|GOCSPX-[\w-]{28}"  # Google OAuth client secret
-            r"|ya29\.[\w-]{30,1024}"  # Google OAuth access token
-            r"|xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}"  # Brevo
-            r"|sq0(?:atp|csp)-[\w-]{22,64}"  # Square
-            r"|key-[a-f0-9]{32}"  # Mailgun
-            r"|AGE-SECRET-KEY-1[0-9A-Z]{58}"  # age
-            r"|ATATT3[\w=-]{150,400}"  # Atlassian
-            r")(?![\w-])"
-        ),
-        (
-            "pypi-",
-            "_v1_",
-            "shp",
-            "dckr_pat_",
-            "hvs.",
-            "hvb.",
-            "atlasv1",
-            "glsa_",
-            "glc_",
-            "PMAK-",
-            "NRAK-",
-            "sntry",
-            "lin_api_",
-            "ntn_",
-            "figd_",
-            "gsk_",
-            "xai-",
-            "r8_",
-            "pplx-",
-            "sbp_",
-            "pscale_tkn_",
-            "pul-",
-            "dapi",
-            "GOCSPX-",
-            "ya29.",
-            "xkeysib-",
-            "sq0",
-            "key-",
-            "AGE-SECRET-KEY-",
-            "ATATT3",
-        ),
-    ),
-    _Rule(
         "Telegram bot token",
         re.compile(r"\b\d{8,10}:AA[\w-]{33}(?![\w-])"),
         (":AA",),
@@ -413,6 +347,57 @@ _RULES: list[_Rule] = [
     ),
 ]
 
+# More vendors' tokens, each known by its prefix: (kind, prefix, the rest of the format).
+_VENDOR_TOKENS = [
+    ("PyPI token", "pypi-AgEIcHlwaS5vcmc", r"[\w-]{50,1024}"),
+    ("DigitalOcean token", "dop_v1_", "[a-f0-9]{64}"),
+    ("DigitalOcean token", "doo_v1_", "[a-f0-9]{64}"),
+    ("DigitalOcean token", "dor_v1_", "[a-f0-9]{64}"),
+    ("Shopify token", "shpat_", "[a-fA-F0-9]{32}"),
+    ("Shopify token", "shpss_", "[a-fA-F0-9]{32}"),
+    ("Shopify token", "shpca_", "[a-fA-F0-9]{32}"),
+    ("Shopify token", "shppa_", "[a-fA-F0-9]{32}"),
+    ("Docker Hub token", "dckr_pat_", r"[\w-]{27,64}"),
+    ("Vault token", "hvs.", r"[\w-]{90,512}"),
+    ("Vault token", "hvb.", r"[\w-]{90,512}"),
+    ("Grafana token", "glsa_", "[A-Za-z0-9_+/=-]{32,256}"),
+    ("Grafana token", "glc_", "[A-Za-z0-9_+/=-]{32,256}"),
+    ("Postman key", "PMAK-", "[a-f0-9]{24}-[a-f0-9]{34}"),
+    ("New Relic key", "NRAK-", "[A-Z0-9]{27}"),
+    ("Sentry token", "sntrys_", r"[\w+/=-]{32,256}"),
+    ("Sentry token", "sntryu_", r"[\w+/=-]{32,256}"),
+    ("Linear key", "lin_api_", "[A-Za-z0-9]{40}"),
+    ("Notion token", "ntn_", "[A-Za-z0-9]{40,64}"),
+    ("Figma token", "figd_", r"[\w-]{40,64}"),
+    ("Groq key", "gsk_", "[A-Za-z0-9]{48,64}"),
+    ("xAI key", "xai-", "[A-Za-z0-9]{60,100}"),
+    ("Replicate token", "r8_", "[A-Za-z0-9]{37}"),
+    ("Perplexity key", "pplx-", "[A-Za-z0-9]{40,64}"),
+    ("Supabase token", "sbp_", "[a-f0-9]{40}"),
+    ("PlanetScale token", "pscale_tkn_", r"[\w-]{32,64}"),
+    ("Pulumi token", "pul-", "[a-f0-9]{40}"),
+    ("Databricks token", "dapi", "[a-f0-9]{32}"),
+    ("Google OAuth client secret", "GOCSPX-", r"[\w-]{28}"),
+    ("Google OAuth token", "ya29.", r"[\w-]{30,1024}"),
+    ("Brevo key", "xkeysib-", "[a-f0-9]{64}-[A-Za-z0-9]{16}"),
+    ("Square token", "sq0atp-", r"[\w-]{22,64}"),
+    ("Square token", "sq0csp-", r"[\w-]{22,64}"),
+    ("Mailgun key", "key-", "[a-f0-9]{32}"),
+    ("age secret key", "AGE-SECRET-KEY-1", "[0-9A-Z]{58}"),
+    ("Atlassian token", "ATATT3", r"[\w=-]{150,400}"),
+]
+_RULES += [
+    _Rule(kind, re.compile(r"\b" + re.escape(prefix) + rest + r"(?![\w-])"), (prefix,))
+    for kind, prefix, rest in _VENDOR_TOKENS
+]
+_RULES.append(
+    _Rule(
+        "Terraform Cloud token",
+        re.compile(r"\b[A-Za-z0-9]{14}\.atlasv1\.[\w-]{60,128}(?![\w-])"),
+        ("atlasv1",),
+    )
+)
+
 # Rules that match a value of any shape after a word that names a secret, and the others.
 _GENERIC_KINDS = frozenset(
     [
@@ -441,9 +426,11 @@ _ASSIGNMENT_KIND = "secret assignment"
 _ASSIGNMENT_NEEDLES = ("passw", "passphrase", "pwd", "secret", "token", "key")
 _ASSIGNMENT = re.compile(
     r"(?<![\w.-])"
-    r"(?P<key>[\w.-]{0,40}?"
+    # Atomic: every way of reading the key ends at the same ":" or "=", so when the value
+    # fails after one, it fails after all.
+    r"(?P<key>(?>[\w.-]{0,40}?"
     r"(?i:passw(?:or)?d|passphrase|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key)"
-    r"(?:[_.-][\w.-]{0,30}+|[A-Z][\w.-]{0,30}+)?)"
+    r"(?:[_.-][\w.-]{0,30}+|[A-Z][\w.-]{0,30}+)?))"
     r"(?:[\"']\]?)?\s{0,5}[:=]\s{0,5}"
     r"(?:(?P<quote>[\"'])(?P<quoted>[^\s\"'\\]{4,256}+)(?P=quote)"
     r"|(?P<bare>[^\s\"'`()\[\]{}<>,;]{4,256}+)(?=[\s,;\"'`)\]}]|$))"
@@ -454,6 +441,9 @@ _ASSIGNMENT_WORD = re.compile(
     r"(?i)passw(?:or)?d|passphrase|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key"
 )
 _ASSIGNS = re.compile("[:=]")
+# The start of the key a word is part of: the first place from which only key characters
+# lead up to the word.
+_KEY_START = re.compile(r"(?<![\w.-])[\w.-]{0,40}?\Z")
 # Keys whose value is a password: it may be short (password: hunter2), or digits only.
 _PASSWORD_KEY = re.compile(r"(?i)passw(?:or)?d|passphrase|pwd")
 
@@ -470,21 +460,18 @@ def _credible_assignment(match: re.Match[str]) -> bool:
 def _assignments(text: str) -> Iterator[re.Match[str]]:
     """The matches of _ASSIGNMENT, tried at the start of each key that holds one of its
     words and is followed closely enough by ":" or "="."""
-    covered = 0
+    covered = tried = 0
     for word in _ASSIGNMENT_WORD.finditer(text):
         if word.start() < covered or not _ASSIGNS.search(text, word.end(), word.end() + 45):
             continue
-        start = word.start()
-        while start > max(covered, word.start() - 40) and _is_key_char(text[start - 1]):
-            start -= 1
-        match = _ASSIGNMENT.match(text, start)
+        key = _KEY_START.search(text, max(covered, tried, word.start() - 40), word.start())
+        if key is None:  # a key longer than the rule allows, or one tried already
+            continue
+        tried = key.start() + 1
+        match = _ASSIGNMENT.match(text, key.start())
         if match is not None:
             covered = match.end()
             yield match
-
-
-def _is_key_char(char: str) -> bool:
-    return char.isalnum() or char in "_.-"
 
 
 def find_secrets(text: str, *, generic: bool = True) -> list[SecretFinding]:
