@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+import memstore
 from memstore.store import MemoryStore
 from tests.anthropic_server import AnthropicServer, serve
 
@@ -18,6 +21,41 @@ if TYPE_CHECKING:
     from anthropic import Anthropic
 
 MemctlRunner = Callable[..., subprocess.CompletedProcess[str]]
+
+ROOT = Path(__file__).resolve().parent.parent
+DISTRIBUTION = "agent-memstore"
+# CI sets it: the suite must run against a wheel installed non-editable, as users get it.
+INSTALLED_VARIABLE = "MEMSTORE_TEST_INSTALLED"
+
+
+def installed_kind() -> str:
+    """How this environment has the distribution: "wheel", "editable" or "absent"."""
+    try:
+        direct_url = metadata.distribution(DISTRIBUTION).read_text("direct_url.json")
+    except metadata.PackageNotFoundError:
+        return "absent"
+    editable = direct_url and json.loads(direct_url).get("dir_info", {}).get("editable")
+    return "editable" if editable else "wheel"
+
+
+def _tested_code_problem() -> str | None:
+    """Why the memstore under test is not what this environment installed, or None."""
+    imported = Path(memstore.__file__).resolve()
+    from_checkout = imported.is_relative_to(ROOT)
+    kind = installed_kind()
+    if os.environ.get(INSTALLED_VARIABLE) == "1" and (from_checkout or kind != "wheel"):
+        return f"{INSTALLED_VARIABLE}=1 but memstore is imported from {imported} ({kind})"
+    if from_checkout and kind == "wheel":
+        # e.g. `python -m pytest`, which puts the checkout first on sys.path: a module
+        # missing from the installed wheel would go unnoticed.
+        return f"memstore is imported from the checkout ({imported}), not from the wheel"
+    return None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    problem = _tested_code_problem()
+    if problem is not None:
+        raise pytest.UsageError(f"{problem}; run `pytest` from the venv (see README)")
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -1,20 +1,45 @@
-"""A non-editable install (a built wheel) carries its migrations and its word lists, creates a
-database and recalls from it."""
+"""What users install: the wheel built from this tree, and the distribution this environment
+has installed (CI: that same wheel, non-editable). Every source file is in the wheel, every
+module imports from it, a new database migrates, and the installed `memctl chat` talks to a
+model."""
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
 import subprocess
 import sys
 import zipfile
+from importlib import metadata
 from pathlib import Path
 
-ROOT = Path(__file__).parent.parent
+import pytest
+
+from tests.anthropic_server import AnthropicServer, text_reply
+from tests.conftest import DISTRIBUTION, ROOT, installed_kind
+
+# Where each import package's files come from (as setup.py maps them).
+SOURCE_FOLDERS = {
+    "memstore": ROOT / "memstore",
+    "memstore/migrations": ROOT / "migrations",
+    "memctl": ROOT / "cli" / "memctl",
+}
+# Modules that run something when imported: Alembic runs env.py (the migration test covers
+# it) and `python -m memctl` runs __main__ (every CLI test does).
+RUN_ON_IMPORT = {"memstore.migrations.env", "memctl.__main__"}
+
+IMPORT_ALL = """
+import importlib, sys
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+print(len(sys.argv) - 1)
+"""
 
 PROBE = """
 import sys, memstore
 from memstore import MemoryStore
 from memstore.recall import keyword_recall
-from memctl.app import app
 assert memstore.__file__.startswith(sys.argv[1]), memstore.__file__
 with MemoryStore(sys.argv[2]) as store:
     store.create("from-the-wheel", "project", "Deployment checklist", "Run the smoke tests")
@@ -24,55 +49,165 @@ with MemoryStore(sys.argv[2]) as store:
 """
 
 
-def test_wheel_ships_migrations_and_migrates_a_new_database(tmp_path: Path) -> None:
-    wheels = tmp_path / "wheels"
+def _source_files() -> set[str]:
+    """Every file of the import packages, by its name inside the wheel."""
+    names = set()
+    for package, folder in SOURCE_FOLDERS.items():
+        for path in folder.rglob("*"):
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+                names.add(f"{package}/{path.relative_to(folder).as_posix()}")
+    return names
+
+
+def _modules(files: list[str]) -> set[str]:
+    return {
+        name.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+        for name in files
+        if name.endswith(".py") and name.split("/")[0] in ("memstore", "memctl")
+    }
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A wheel built from a clean copy of the tree (a stale build/ folder could hide a gap)."""
+    scratch = tmp_path_factory.mktemp("wheel")
+    tree = scratch / "tree"
+    shutil.copytree(
+        ROOT,
+        tree,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache"
+        ),
+    )
+    pip_wheel = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation"]
+    built = subprocess.run(
+        [*pip_wheel, "-q", "-w", str(scratch / "dist"), str(tree)],
+        capture_output=True,
+        text=True,
+        cwd=scratch,
+    )
+    assert built.returncode == 0, built.stderr
+    (made,) = (scratch / "dist").glob("agent_memstore-*.whl")
+    return made
+
+
+@pytest.fixture(scope="module")
+def wheel_site(wheel: Path) -> Path:
+    """The wheel installed (without dependencies, which this environment has) into a folder."""
+    site = wheel.parent.parent / "site"
+    pip_install = [sys.executable, "-m", "pip", "install", "--no-deps", "-q"]
     subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-q",
-            "-w",
-            str(wheels),
-            str(ROOT),
-        ],
+        [*pip_install, "--target", str(site), str(wheel)],
         check=True,
         capture_output=True,
-        cwd=tmp_path,
     )
-    (wheel,) = wheels.glob("memstore-*.whl")
-    names = zipfile.ZipFile(wheel).namelist()
-    assert "memstore/migrations/env.py" in names
-    assert "memstore/migrations/script.py.mako" in names
+    return site
+
+
+def _site_env(site: Path | None) -> dict[str, str]:
+    environment = {**os.environ, "NO_COLOR": "1"}
+    environment.pop("MEMCTL_DB", None)
+    if site is not None:
+        environment["PYTHONPATH"] = str(site)
+    return environment
+
+
+def _installed(which: str, wheel_site: Path) -> tuple[list[str], Path | None]:
+    """The files of the distribution to check, and the folder to put on PYTHONPATH for it."""
+    if which == "wheel":
+        distribution: metadata.Distribution = metadata.Distribution.at(
+            next(wheel_site.glob("*.dist-info"))
+        )
+        site: Path | None = wheel_site
+    else:
+        if installed_kind() != "wheel":
+            pytest.skip(f"{DISTRIBUTION} is not installed from a wheel here (CI installs it so)")
+        distribution = metadata.distribution(DISTRIBUTION)
+        site = None
+    return [f.as_posix() for f in distribution.files or []], site
+
+
+def test_the_wheel_ships_every_file_of_the_source_packages(wheel: Path) -> None:
+    names = set(zipfile.ZipFile(wheel).namelist())
+    expected = _source_files()
+    assert "memstore/agent/loop.py" in expected and "memstore/data/synonyms_en.txt" in expected
+    assert expected - names == set()
+    assert "memstore/py.typed" in names
+    assert "memstore/migrations/env.py" in names and "memstore/migrations/script.py.mako" in names
     assert any(n.startswith("memstore/migrations/versions/0001") for n in names)
-    assert "memctl/app.py" in names
-    assert "memstore/data/glossary_zh_en.tsv" in names
-    assert "memstore/data/synonyms_en.txt" in names
-    site = tmp_path / "site"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--no-deps",
-            "-q",
-            "--target",
-            str(site),
-            str(wheel),
-        ],
-        check=True,
-        capture_output=True,
+    metadata_text = zipfile.ZipFile(wheel).read(
+        next(n for n in names if n.endswith(".dist-info/METADATA"))
     )
+    assert b"License-Expression: MIT" in metadata_text
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+
+
+@pytest.mark.parametrize("which", ["wheel", "installed"])
+def test_every_module_of_the_distribution_imports(
+    which: str, wheel_site: Path, tmp_path: Path
+) -> None:
+    files, site = _installed(which, wheel_site)
+    modules = _modules(files) - RUN_ON_IMPORT
+    assert modules >= _modules(sorted(_source_files())) - RUN_ON_IMPORT
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, str(site), str(tmp_path / "fresh.db")],
-        env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
+        [sys.executable, "-c", IMPORT_ALL, *sorted(modules)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=_site_env(site),
+    )
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) == len(modules)
+
+
+@pytest.mark.parametrize("which", ["wheel", "installed"])
+def test_the_installed_memctl_chats_with_a_model(
+    which: str, wheel_site: Path, tmp_path: Path, anthropic_server: AnthropicServer
+) -> None:
+    _, site = _installed(which, wheel_site)
+    if site is None:
+        command = [str(Path(sys.executable).parent / "memctl")]
+    else:
+        command = [sys.executable, "-m", "memctl"]
+    anthropic_server.script(text_reply("Hello from the installed agent."), text_reply("[]"))
+    env = _site_env(site)
+    env.update(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=anthropic_server.url)
+    done = subprocess.run(
+        [*command, "chat"],
+        input="hello\n/exit\n",
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Hello from the installed agent." in done.stdout
+    assert anthropic_server.requests and "tools" in anthropic_server.requests[0]
+
+
+def test_the_wheel_migrates_a_new_database_and_reads_its_word_lists(
+    wheel_site: Path, tmp_path: Path
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, str(wheel_site), str(tmp_path / "fresh.db")],
+        env={"PYTHONPATH": str(wheel_site), "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["1", "['from-the-wheel']"]
+
+
+def _fenced_commands(after: str) -> str:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    match = re.search(re.escape(after) + r".*?```sh\n(.+?)\n```", readme, re.S)
+    assert match, after
+    return match.group(1)
+
+
+def test_ci_runs_the_readmes_test_command() -> None:
+    command = _fenced_commands("Run the tests")
+    assert "pip install -e" not in command and command.endswith("pytest")
+    assert command in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
