@@ -56,6 +56,8 @@ def pytest_configure(config: pytest.Config) -> None:
     problem = _tested_code_problem()
     if problem is not None:
         raise pytest.UsageError(f"{problem}; run `pytest` from the venv (see README)")
+    # Nor may a `python -c` or `python -m` subprocess started in the checkout import it.
+    os.environ["PYTHONSAFEPATH"] = "1"
 
 
 @pytest.fixture(autouse=True, scope="session")
