@@ -19,8 +19,6 @@ import pytest
 from memstore.agent import tools
 from memstore.agent.tools import Workspace
 
-REPO = Path(__file__).resolve().parent.parent
-
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Workspace:
@@ -46,12 +44,10 @@ def wait_for(condition: Any, seconds: float = 10) -> None:
 
 
 def run_python(code: str, cwd: Path, **kwargs: Any) -> subprocess.Popen[str]:
-    """`code` in a fresh interpreter that imports this checkout of memstore."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    """`code` in a fresh interpreter that imports the memstore under test (the installed one)."""
     return subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(code)],
         cwd=cwd,
-        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
