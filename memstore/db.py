@@ -150,7 +150,10 @@ def open_database(path: Path, *, create: bool = True) -> Engine:
     except BaseException as error:
         if engine is not None:
             engine.dispose()
-        raise database_error(path, error) from error
+        translated = database_error(path, error)
+        if translated is error:
+            raise
+        raise translated from error
     if create:
         ensure_gitignore(path, created=created)
     return engine
@@ -217,7 +220,10 @@ def _open_read_only(path: Path) -> Engine:
         revision = stored_revision(engine)
     except BaseException as error:
         engine.dispose()
-        raise database_error(path, error) from error
+        translated = database_error(path, error)
+        if translated is error:
+            raise
+        raise translated from error
     if revision != SCHEMA_HEAD:
         engine.dispose()
         if revision is not None and revision > SCHEMA_HEAD:
