@@ -41,7 +41,8 @@ def installed_kind() -> str:
 def _tested_code_problem() -> str | None:
     """Why the memstore under test is not what this environment installed, or None."""
     imported = Path(memstore.__file__).resolve()
-    from_checkout = imported.is_relative_to(ROOT)
+    # The source package, not the checkout: CI's venv (.venv) lies inside the checkout.
+    from_checkout = imported.is_relative_to(ROOT / "memstore")
     kind = installed_kind()
     if os.environ.get(INSTALLED_VARIABLE) == "1" and (from_checkout or kind != "wheel"):
         return f"{INSTALLED_VARIABLE}=1 but memstore is imported from {imported} ({kind})"
