@@ -8,7 +8,10 @@ if TYPE_CHECKING:
     from memstore.errors import MemstoreError
     from memstore.store import MemoryStore
 
-__all__ = ["MemoryStore", "MemstoreError"]
+__all__ = ["MemoryStore", "MemstoreError", "__version__"]
+
+# The distribution's version too (pyproject.toml reads it from here).
+__version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:

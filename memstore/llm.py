@@ -127,13 +127,13 @@ def ask_text(
     except anthropic.APITimeoutError:
         raise ModelUnavailable(f"the model did not answer within {timeout:g} s") from None
     except anthropic.APIConnectionError as error:
-        raise ModelUnavailable(f"cannot reach the model API: {error}") from None
+        raise ModelUnavailable(f"cannot reach the model API: {error_message(error)}") from None
     except anthropic.APIStatusError as error:
         raise ModelUnavailable(
             f"the model API answered {error.status_code}: {error_message(error)}"
         ) from None
     except anthropic.AnthropicError as error:
-        raise ModelUnavailable(f"model call failed: {error}") from None
+        raise ModelUnavailable(f"model call failed: {error_message(error)}") from None
     for meter in _meters:
         meter.add(getattr(reply, "usage", None))
     texts = [block.text for block in reply.content if getattr(block, "type", None) == "text"]
@@ -143,13 +143,14 @@ def ask_text(
 
 
 def error_message(error: Any) -> str:
-    """The API's own message in an error response, else the exception's."""
+    """The API's own message in an error response, else the exception's, without a closing
+    full stop: it is quoted inside our own sentences ("Connection error.;" read badly)."""
     body = getattr(error, "body", None)
     if isinstance(body, dict):
         detail = body.get("error")
         if isinstance(detail, dict) and detail.get("message"):
-            return str(detail["message"])
-    return str(getattr(error, "message", error))
+            return str(detail["message"]).rstrip(".")
+    return str(getattr(error, "message", error)).rstrip(".")
 
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)

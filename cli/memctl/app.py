@@ -20,12 +20,14 @@ from typer.core import TyperGroup
 
 from memctl.render import (
     change_summary,
+    count,
     event_as_dict,
     memory_as_dict,
     plan_lines,
     print_json,
     print_json_rows,
     print_table,
+    recall_summary,
     visible_controls,
 )
 from memstore.errors import (
@@ -86,8 +88,9 @@ app = typer.Typer(
     help="Long-term memory for coding agents: memories in SQLite, audited, exported to .memory/.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    add_completion=True,
     rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 
@@ -170,6 +173,14 @@ def _secret_hint(error: SecretRefused) -> NoReturn:
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        from memstore import __version__
+
+        print(f"memctl {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def configure(
     db: Annotated[
@@ -183,6 +194,16 @@ def configure(
             " the command name.",
         ),
     ] = None,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            "-V",
+            is_eager=True,
+            callback=_print_version,
+            help="Print memctl's version and exit.",
+        ),
+    ] = False,
 ) -> None:
     pass  # _set_db, the option's callback, keeps it (for every command: see _DbGroup)
 
@@ -249,8 +270,10 @@ def edit(
     name: str,
     new_name: Annotated[str | None, typer.Option("--name", help="Rename the memory.")] = None,
     type: Annotated[str | None, typer.Option("--type", "-t", help=TYPE_HELP)] = None,
-    description: Annotated[str | None, typer.Option("--description", "-d")] = None,
-    body: Annotated[str | None, typer.Option("--body", "-b")] = None,
+    description: Annotated[
+        str | None, typer.Option("--description", "-d", help="A new one-line description.")
+    ] = None,
+    body: Annotated[str | None, typer.Option("--body", "-b", help="A new Markdown body.")] = None,
     allow_secret: AllowSecretOption = False,
 ) -> None:
     """Change a memory: with options, or in $EDITOR on its canonical text."""
@@ -413,8 +436,7 @@ def recall_command(
             }
         )
         return
-    why = f" ({result.reason})" if result.reason else ""
-    _err(f"{result.path} recall{why}: {len(result.names)} memories")
+    _err(recall_summary(result))
     if result.names:
         headers = ["NAME", "SCORE", "DESCRIPTION"]
         rows = [
@@ -466,7 +488,7 @@ def semantic_status(json: JsonOption = False) -> None:
         return
     print(f"semantic recall: {'on' if reason is None else 'off (' + reason + ')'}")
     print(f"model: {status['model']} in {status['folder']}")
-    print(f"vectors: {status['vectors']} of {status['memories']} memories")
+    print(f"vectors: {present} of {count(live, 'memory', 'memories')}")
 
 
 @semantic_app.command("fetch")
@@ -508,7 +530,7 @@ def semantic_index() -> None:
     started = time.perf_counter()
     with _store() as store:
         computed = semantic.index_store(store, show if sys.stderr.isatty() else None)
-    _err(f"computed {computed} vectors in {time.perf_counter() - started:.1f} s")
+    _err(f"computed {count(computed, 'vector')} in {time.perf_counter() - started:.1f} s")
 
 
 @app.command()
@@ -752,7 +774,8 @@ def consolidate(
                 fail("not applied")
         outcome = consolidation.apply_plan(store, plan, confirmed=confirmed)
         _err(
-            f"consolidated {plan.before} → {plan.after} memories in run {outcome.run_id}; "
+            f"consolidated {plan.before} → {count(plan.after, 'memory', 'memories')} "
+            f"in run {outcome.run_id}; "
             f"undo with: memctl consolidate --undo {(outcome.run_id or '')[:8]}"
         )
         _reexport(store, directory)
@@ -965,7 +988,7 @@ def path() -> None:
 def main() -> None:
     logging.basicConfig(format="memctl: %(message)s", level=logging.WARNING)
     try:
-        app()
+        app(prog_name="memctl")
     except NoDatabase as error:
         # A command that only reads: there is nothing to read, which is no error.
         _err(

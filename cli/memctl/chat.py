@@ -19,7 +19,7 @@ from typing import Any
 
 from memctl.approve import terminal_approver
 from memctl.chat_input import MessageInput, PipedInput, TerminalInput, keys_not_echoed
-from memctl.render import one_line, print_table
+from memctl.render import count, one_line, print_table, recall_summary
 from memstore.agent.approval import SKIP_FLAG, ApprovalPolicy, load_allow_rules
 from memstore.agent.compact import CompactionSettings
 from memstore.agent.loop import Agent, AgentFailed, SessionFiles
@@ -233,8 +233,8 @@ def run_chat(
             agent.resume(messages)
             load_usage(agent)
             note = f"; {skipped} unreadable lines skipped" if skipped else ""
-            events.line(f"resumed session {session_id}: {len(messages)} messages{note}")
-        memories = f"{store.count()} memories" if use_memory else "memory off"
+            events.line(f"resumed session {session_id}: {count(len(messages), 'message')}{note}")
+        memories = count(store.count(), "memory", "memories") if use_memory else "memory off"
         events.line(
             f"memctl chat · {model} · {workspace} · {memories} · /help for commands", style="dim"
         )
@@ -449,8 +449,7 @@ def _show_recall(agent: Agent, events: TerminalEvents) -> None:
         events.line("nothing recalled yet this session")
         return
     result = chosen.recall
-    why = f" ({result.reason})" if result.reason else ""
-    events.line(f"{result.path} recall{why}: {len(result.names)} memories")
+    events.line(recall_summary(result))
     for name in result.names:
         score = result.scores.get(name)
         matched = ", ".join(result.matched.get(name, ()))

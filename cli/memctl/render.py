@@ -8,6 +8,7 @@ import math
 import os
 import re
 import sys
+import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,20 @@ from memstore.models import MemoryEvent, MemoryRecord
 
 if TYPE_CHECKING:
     from memstore.consolidate import ConsolidationPlan
+    from memstore.recall import Recall
+
+
+def count(number: int, singular: str, plural: str = "") -> str:
+    """`1 memory`, `2 memories`: a number with its noun."""
+    return f"{number} {singular if number == 1 else plural or singular + 's'}"
+
+
+def recall_summary(result: Recall) -> str:
+    """Which path recalled how many memories, and why."""
+    why = f" ({result.reason})" if result.reason else ""
+    if result.path == "none":
+        return f"nothing to recall{why}"
+    return f"{result.path} recall{why}: {count(len(result.names), 'memory', 'memories')}"
 
 
 def memory_as_dict(memory: MemoryRecord) -> dict[str, Any]:
@@ -81,28 +96,50 @@ TABLE_SAMPLE_ROWS = 1_000
 
 
 def print_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    """Aligned columns; on a terminal, lines are cut to its width. Rows are written as they
-    come (a long `memctl sql` result is never held whole), as wide as the first rows need."""
+    """Aligned columns, measured in terminal cells (a Chinese character takes two); on a
+    terminal, lines are cut to its width. Rows are written as they come (a long `memctl sql`
+    result is never held whole), as wide as the first rows need."""
     iterator = iter(rows)
     cells = [
         [one_line(value) for value in row] for row in itertools.islice(iterator, TABLE_SAMPLE_ROWS)
     ]
-    widths = [len(h) for h in headers]
+    widths = [cell_width(h) for h in headers]
     for row in cells:
         for i, value in enumerate(row[:-1]):
-            widths[i] = min(max(widths[i], len(value)), 60)
+            widths[i] = min(max(widths[i], cell_width(value)), 60)
     limit = os.get_terminal_size().columns if sys.stdout.isatty() else None
     lines = [_line(headers, widths)] + [_line(row, widths) for row in cells]
-    out = "\n".join(line[:limit] if limit else line for line in lines)
+    out = "\n".join(cut_to_cells(line, limit) if limit else line for line in lines)
     sys.stdout.write(out + "\n")
     for rest in iterator:
         line = _line([one_line(value) for value in rest], widths)
-        sys.stdout.write((line[:limit] if limit else line) + "\n")
+        sys.stdout.write((cut_to_cells(line, limit) if limit else line) + "\n")
 
 
 def _line(values: Sequence[str], widths: Sequence[int]) -> str:
-    padded = [value.ljust(widths[i]) for i, value in enumerate(values[:-1])]
+    padded = [value + " " * (widths[i] - cell_width(value)) for i, value in enumerate(values[:-1])]
     return "  ".join([*padded, values[-1]]).rstrip()
+
+
+def _char_cells(char: str) -> int:
+    if unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me", "Cf"):
+        return 0
+    return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+
+
+def cell_width(text: str) -> int:
+    """How many terminal cells `text` takes."""
+    return sum(_char_cells(char) for char in text)
+
+
+def cut_to_cells(text: str, cells: int) -> str:
+    """The longest start of `text` that fits in `cells` terminal cells."""
+    used = 0
+    for index, char in enumerate(text):
+        used += _char_cells(char)
+        if used > cells:
+            return text[:index]
+    return text
 
 
 # C0 and C1 controls (ESC starts every terminal sequence: colours, title, clear screen, OSC 52
@@ -171,5 +208,5 @@ def plan_lines(plan: ConsolidationPlan) -> list[str]:
         )
     for drop in plan.drops:
         lines.append(f"{'drop':8} {drop.name}: {one_line(drop.reason) or 'no reason given'}")
-    lines.append(f"{plan.before} → {plan.after} memories")
+    lines.append(f"{plan.before} → {count(plan.after, 'memory', 'memories')}")
     return lines

@@ -400,11 +400,11 @@ class Agent:
                 # Status 200: the error came inside the stream, after the SDK's retries.
                 retry = error.status_code == 200
             except anthropic.APIConnectionError as error:
-                failure, retry = f"cannot reach the model API: {error}", True
+                failure, retry = f"cannot reach the model API: {error_message(error)}", True
             except BrokenStream as error:
                 failure, retry = str(error), True
             except anthropic.APIError as error:
-                failure, retry = f"the model call failed: {error}", False
+                failure, retry = f"the model call failed: {error_message(error)}", False
             except Exception as error:
                 # A connection that breaks mid-stream surfaces as the HTTP library's own
                 # error (httpx, or its fork in some builds of the SDK): retried as well.

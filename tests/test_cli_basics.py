@@ -1,0 +1,96 @@
+"""What a command-line user expects of memctl: its version, -h, help on every option, shell
+completion, plain wording and tables that line up in terminal cells."""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from importlib import metadata
+
+import typer.main
+from memctl.app import app
+
+import memstore
+from tests.conftest import DISTRIBUTION, MemctlRunner
+
+
+def test_version_and_its_short_flag(memctl: MemctlRunner) -> None:
+    try:
+        version = metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:  # a checkout on PYTHONPATH
+        version = memstore.__version__
+    assert version == memstore.__version__
+    for flag in ("--version", "-V"):
+        done = memctl(flag)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == f"memctl {version}\n"
+
+
+def test_h_is_help_everywhere(memctl: MemctlRunner) -> None:
+    for command in ([], ["list"], ["edit"], ["semantic"], ["semantic", "fetch"]):
+        short, long = memctl(*command, "-h"), memctl(*command, "--help")
+        assert short.returncode == long.returncode == 0, short.stderr
+        assert short.stdout == long.stdout and "-h, --help" in short.stdout
+
+
+def test_every_option_of_every_command_has_help() -> None:
+    missing = []
+
+    def walk(command: typer.main.TyperGroup | typer.main.TyperCommand, path: str) -> None:
+        for param in command.params:
+            if param.param_type_name == "option" and not getattr(param, "help", None):
+                missing.append(f"{path} {'/'.join(param.opts)}")
+        for name, sub in getattr(command, "commands", {}).items():
+            walk(sub, f"{path} {name}")
+
+    root = typer.main.get_command(app)
+    assert isinstance(root, typer.main.TyperGroup)
+    walk(root, "memctl")
+    assert missing == []
+
+
+def test_shell_completion(memctl: MemctlRunner) -> None:
+    script = memctl("--show-completion", "bash")
+    assert script.returncode == 0 and "_MEMCTL_COMPLETE=complete_bash" in script.stdout
+    completed = memctl(
+        env={"_MEMCTL_COMPLETE": "complete_bash", "COMP_WORDS": "memctl sem", "COMP_CWORD": "1"}
+    )
+    assert completed.stdout.split() == ["semantic"]
+
+
+def test_counts_are_said_in_the_singular_and_plural(memctl: MemctlRunner) -> None:
+    memctl("add", "deploy-notes", "-t", "project", "-d", "How we deploy", "-b", "Deploy on Monday")
+    one = memctl("recall", "--offline", "how do we deploy")
+    assert one.stderr == "keyword recall (offline): 1 memory\n"
+    memctl("add", "deploy-more", "-t", "project", "-d", "Deploy steps", "-b", "Deploy with care")
+    two = memctl("recall", "--offline", "how do we deploy")
+    assert two.stderr == "keyword recall (offline): 2 memories\n"
+
+
+def test_a_connection_error_reads_as_one_sentence(memctl: MemctlRunner) -> None:
+    memctl("add", "deploy-notes", "-t", "project", "-d", "How we deploy", "-b", "Deploy on Monday")
+    nobody = {"ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}
+    done = memctl("recall", "deploy", env=nobody)
+    assert done.returncode == 0
+    assert "cannot reach the model API: Connection error)" in done.stderr
+    assert ".)" not in done.stderr and ".;" not in done.stderr
+
+
+def _cells(text: str) -> int:
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def test_tables_line_up_in_terminal_cells(memctl: MemctlRunner) -> None:
+    rows = [("deploy-zh", "部署流程：先跑测试"), ("plain", "Deploy steps"), ("mixed", "Docker镜像")]
+    for name, description in rows:
+        added = memctl("add", name, "-t", "project", "-d", description, "-b", "body text")
+        assert added.returncode == 0, added.stderr
+    done = memctl("sql", "select description, name from memory order by id")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 4
+    # The second column starts at the same cell on every line, the header's included.
+    starts = {_cells(line[: line.rindex(" ") + 1]) for line in lines}
+    assert len(starts) == 1, lines
+    as_json = json.loads(memctl("sql", "select name from memory", "--json").stdout)
+    assert len(as_json) == 3
