@@ -91,7 +91,6 @@ READ_ONLY_COMMANDS = [
     ["history", "--runs"],
     ["index"],
     ["sql", "SELECT 1"],
-    ["semantic", "status"],
 ]
 
 
@@ -110,6 +109,18 @@ def test_read_only_commands_create_nothing(
     assert list(folder.iterdir()) == []
     path = memctl("path", cwd=folder)
     assert "not created yet" in path.stderr and list(folder.iterdir()) == []
+
+
+def test_semantic_status_tells_the_model_state_without_creating_a_database(
+    memctl: MemctlRunner, tmp_path: Path
+) -> None:
+    folder = tmp_path / "empty"
+    folder.mkdir()
+    done = memctl("semantic", "status", cwd=folder)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("semantic recall: ")
+    assert "vectors: 0 of 0 memories" in done.stdout
+    assert list(folder.iterdir()) == []
 
 
 def test_db_option_before_or_after_the_command(memctl: MemctlRunner, tmp_path: Path) -> None:

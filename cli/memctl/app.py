@@ -473,8 +473,10 @@ def semantic_status(json: JsonOption = False) -> None:
             semantic.encoder()  # that the files load, not only that they are there
         except SemanticUnavailable as error:
             reason = str(error)
-    with _store(read_only=True) as store:
-        present, live = store.vector_counts(semantic.MODEL_NAME)
+    present = live = 0  # no database yet: the model's state is still worth telling
+    if State.db.exists():
+        with _store(read_only=True) as store:
+            present, live = store.vector_counts(semantic.MODEL_NAME)
     status = {
         "on": reason is None,
         "reason": reason or "",
