@@ -18,7 +18,13 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from memstore.errors import FileProblem, ImportFailed, ImportRejected, InvalidMemory
+from memstore.errors import (
+    FileProblem,
+    ImportFailed,
+    ImportRejected,
+    InvalidMemory,
+    SecretRefused,
+)
 from memstore.export_state import (
     FileState,
     folder_key,
@@ -317,6 +323,8 @@ def import_memories(
     if default_type is not None:
         check_type(default_type)
     items, problems = read_folder(Path(directory), default_type=default_type, progress=progress)
+    if not allow_secrets:
+        items = _without_secrets(items, problems)
     if problems and not skip_invalid:
         raise ImportRejected(problems)
     report = ImportReport(problems=problems, dry_run=dry_run)
@@ -360,6 +368,23 @@ def import_memories(
         )
         report.run_id = tx.run_id if tx.events else None
     return report
+
+
+def _without_secrets(items: list[ImportItem], problems: list[FileProblem]) -> list[ImportItem]:
+    """The items that hold no secret. A file with one is a problem of that file, like any
+    other (listed, and left out by --skip-invalid), not a refusal of the whole import; the
+    store checks every write again."""
+    from memstore.secrets import memory_secret  # compiles its patterns: only when importing
+
+    kept = []
+    for item in items:
+        found = memory_secret(item.name, item.description, item.body, item.extra)
+        if found is None:
+            kept.append(item)
+        else:
+            refused = SecretRefused(found.field, found.finding.kind)
+            problems.append(FileProblem(item.path, f"{refused} (--allow-secret imports it)"))
+    return kept
 
 
 def _raise_if_rejected(report: ImportReport, skip_invalid: bool) -> None:

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from memstore import secrets
 from memstore.consolidate import consolidate_memories
-from memstore.errors import ConsolidationRefused, InvalidMemory, SecretRefused
+from memstore.errors import ConsolidationRefused, ImportRejected, InvalidMemory, SecretRefused
 from memstore.extract import extract_memories
 from memstore.importer import import_memories
 from memstore.secrets import find_secrets, memory_secret
@@ -437,8 +437,10 @@ def test_import_refuses_each_credential(tmp_path: Path, store: MemoryStore) -> N
         folder = tmp_path / f"in-{index}"
         write(folder / "fine.md", "---\nname: fine\ntype: project\ndescription: ok\n---\nok\n")
         write(folder / "key.md", f"---\nname: key\ntype: project\ndescription: k\n---\n{text}\n")
-        with pytest.raises(SecretRefused):
+        with pytest.raises(ImportRejected) as rejected:
             import_memories(store, folder)
+        assert [p.path for p in rejected.value.problems] == ["key.md"], label
+        assert "looks like" in rejected.value.problems[0].reason, label
         assert store.count() == 0, label
     # In frontmatter too (kept as extra metadata, written back on export).
     folder = tmp_path / "front"
@@ -446,8 +448,9 @@ def test_import_refuses_each_credential(tmp_path: Path, store: MemoryStore) -> N
     write(
         folder / "a.md", f"---\nname: a\ntype: project\ndescription: a\ntoken: {token}\n---\nok\n"
     )
-    with pytest.raises(SecretRefused, match="extra"):
+    with pytest.raises(ImportRejected) as rejected:
         import_memories(store, folder)
+    assert rejected.value.problems[0].reason.startswith("extra holds what looks like")
 
 
 def test_memctl_import_refuses_and_allows(tmp_path: Path, memctl: MemctlRunner) -> None:
@@ -461,13 +464,20 @@ def test_memctl_import_refuses_and_allows(tmp_path: Path, memctl: MemctlRunner) 
     assert len(json.loads(memctl("list", "--json").stdout)) == len(LOOK_ALIKES)
     write(folder / "leak.md", "---\ntype: project\ndescription: l\n---\nmy password is hunter2\n")
     done = memctl("import", str(folder))
-    assert (
-        done.returncode == 1
-        and "memory 'leak': body holds what looks like a password" in done.stderr
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[0] == (
+        "invalid: leak.md: body holds what looks like a password; secrets are not saved"
+        " (--allow-secret imports it)"
     )
-    assert "--allow-secret" in done.stderr and len(done.stderr.splitlines()) == 1
+    assert "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 2
+    # The file with the secret is skipped like any invalid file; the rest is imported.
+    write(folder / "more.md", "---\ntype: project\ndescription: m\n---\nmore\n")
+    done = memctl("import", str(folder), "--skip-invalid")
+    assert done.returncode == 0, done.stderr
+    names = {m["name"] for m in json.loads(memctl("list", "--json").stdout)}
+    assert "more" in names and "leak" not in names
     assert memctl("import", str(folder), "--allow-secret").returncode == 0
-    assert len(json.loads(memctl("list", "--json").stdout)) == len(LOOK_ALIKES) + 1
+    assert len(json.loads(memctl("list", "--json").stdout)) == len(LOOK_ALIKES) + 2
 
 
 def test_remember_refuses_every_credential_and_keeps_look_alikes(store: MemoryStore) -> None:
