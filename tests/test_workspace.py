@@ -144,7 +144,7 @@ def test_db_option_before_or_after_the_command(memctl: MemctlRunner, tmp_path: P
     assert names("--db", str(second), "list", "--json", env=env) == ["in-second"]
     assert names("list", "--json", env=env) == ["in-first"]
     status = memctl("semantic", "status", "--db", str(first))
-    assert "vectors: 0 of 1 memories" in status.stdout
+    assert "vectors: 0 of 1 memory" in status.stdout
 
 
 def test_database_is_never_committed(memctl: MemctlRunner, tmp_path: Path) -> None:
