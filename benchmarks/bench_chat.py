@@ -35,11 +35,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.bench_recall import eval_texts, real_text_store
-from memstore import semantic
 from memstore.agent.loop import Agent, SessionFiles
 from memstore.agent.memory import AgentMemory
 from memstore.agent.tools import Workspace
-from memstore.llm import make_client
+from memstore.llm.client import make_client
+from memstore.recall import semantic
 from tests.anthropic_server import serve, text_reply, tool_reply
 
 TURNS = 40

@@ -15,8 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from memstore.importer import import_memories, read_folder
-from memstore.store import MemoryStore
+from memstore.files.importer import import_memories, read_folder
+from memstore.storage.store import MemoryStore
 
 
 def make_folder(folder: Path, count: int) -> None:

@@ -24,10 +24,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memstore import semantic
-from memstore.importer import import_memories
-from memstore.recall import keyword_recall, offline_recall, recent_user_text
-from memstore.store import MemoryStore
+from memstore.files.importer import import_memories
+from memstore.recall import semantic
+from memstore.recall.offline import keyword_recall, offline_recall, recent_user_text
+from memstore.storage.store import MemoryStore
 
 EVAL = Path(__file__).resolve().parents[2] / "shared" / "eval"
 K = 5
@@ -157,7 +157,7 @@ def real_text_store(path: Path, count: int, texts: list[tuple[str, str]]) -> Mem
 
 def eval_texts(root: Path = EVAL) -> list[tuple[str, str]]:
     """(description, body) of the memories of the evaluation sets, or of one folder of them."""
-    from memstore.files import parse_memory_text
+    from memstore.files.format import parse_memory_text
 
     texts = []
     for path in sorted(root.glob("**/memories/*.md")):

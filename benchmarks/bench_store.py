@@ -22,10 +22,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from memstore.exporter import export_memories
-from memstore.importer import import_memories
-from memstore.search import match_expression, query_terms
-from memstore.store import MemoryStore
+from memstore.files.exporter import export_memories
+from memstore.files.importer import import_memories
+from memstore.storage.search import match_expression, query_terms
+from memstore.storage.store import MemoryStore
 
 TYPES = ("user", "feedback", "project", "reference")
 

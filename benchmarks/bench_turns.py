@@ -41,18 +41,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import memstore.consolidate
-import memstore.extract
-import memstore.recall
+import memstore.learning.consolidate
+import memstore.learning.extract
+import memstore.recall.offline
 from memstore.agent.memory import AgentMemory
-from memstore.consolidate import ACTOR as CONSOLIDATION_ACTOR
-from memstore.consolidate import CONSOLIDATION_SYSTEM, Consolidation, consolidate_memories
 from memstore.errors import ConsolidationRefused, MemstoreError
-from memstore.exporter import export_memories
-from memstore.extract import EXTRACTION_SYSTEM, MAX_ITEMS_PER_TURN, extract_memories
-from memstore.llm import make_client, small_model_name
-from memstore.recall import SELECTION_SYSTEM, memories_block, recall
-from memstore.store import MemoryStore
+from memstore.files.exporter import export_memories
+from memstore.learning.consolidate import ACTOR as CONSOLIDATION_ACTOR
+from memstore.learning.consolidate import CONSOLIDATION_SYSTEM, Consolidation, consolidate_memories
+from memstore.learning.extract import EXTRACTION_SYSTEM, MAX_ITEMS_PER_TURN, extract_memories
+from memstore.llm.client import make_client, small_model_name
+from memstore.recall.offline import SELECTION_SYSTEM, memories_block, recall
+from memstore.storage.store import MemoryStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.anthropic_server
 from tests.anthropic_server import (
@@ -568,7 +568,7 @@ class ModelClock:
     scripted server), measured by wrapping ask_text where recall, extraction and
     consolidation look it up."""
 
-    MODULES = (memstore.recall, memstore.extract, memstore.consolidate)
+    MODULES = (memstore.recall.offline, memstore.learning.extract, memstore.learning.consolidate)
 
     def __init__(self) -> None:
         self.seconds = 0.0

@@ -5,8 +5,8 @@ from __future__ import annotations
 from alembic import context
 from sqlmodel import SQLModel
 
-import memstore.models  # noqa: F401  (registers the tables on SQLModel.metadata)
-from memstore.db import VERSION_TABLE
+import memstore.storage.models  # noqa: F401  (registers the tables on SQLModel.metadata)
+from memstore.storage.engine import VERSION_TABLE
 
 # Virtual FTS5 tables and their shadow tables are managed by hand in the revisions.
 FTS_PREFIX = "memory_fts"
@@ -21,7 +21,9 @@ def include_object(
 def run_migrations() -> None:
     connection = context.config.attributes.get("connection")
     if connection is None:
-        raise RuntimeError("memstore migrations run through memstore.migrate, with a connection")
+        raise RuntimeError(
+            "memstore migrations run through memstore.storage.migrate, with a connection"
+        )
     context.configure(
         connection=connection,
         target_metadata=SQLModel.metadata,

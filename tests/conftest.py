@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 import memstore
-from memstore.store import MemoryStore
+from memstore.storage.store import MemoryStore
 from tests.anthropic_server import AnthropicServer, serve
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ def semantic_model() -> Path:
     """The semantic model's folder, for tests marked `semantic`. Without the model (or
     numpy) they are skipped, unless MEMSTORE_REQUIRE_SEMANTIC=1 (CI sets it, after
     `memctl semantic fetch`): there a missing model fails them."""
-    from memstore import semantic
+    from memstore.recall import semantic
 
     reason = semantic.unavailable_reason()
     if reason is not None:
@@ -141,7 +141,7 @@ def anthropic_server() -> Iterator[AnthropicServer]:
 @pytest.fixture
 def client(anthropic_server: AnthropicServer) -> Anthropic:
     """The real anthropic client, pointed at the scripted server."""
-    from memstore.llm import make_client
+    from memstore.llm.client import make_client
 
     made = make_client(api_key="test-key", base_url=anthropic_server.url)
     assert made is not None

@@ -25,7 +25,7 @@ from memstore.agent.compact import (
 from memstore.agent.loop import Agent, AgentFailed, SessionFiles, inject
 from memstore.agent.memory import AgentMemory
 from memstore.agent.tools import Workspace
-from memstore.store import MemoryStore
+from memstore.storage.store import MemoryStore
 from tests.anthropic_server import (
     AnthropicServer,
     error_reply,

@@ -7,7 +7,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from memstore.store import MemoryStore
+from memstore.storage.store import MemoryStore
 from tests.conftest import MemctlRunner
 
 

@@ -7,11 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from memstore.store import MemoryStore
+from memstore.storage.store import MemoryStore
 
 WRITER = """
 import sys
-from memstore.store import MemoryStore
+from memstore.storage.store import MemoryStore
 
 db, prefix, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
 with MemoryStore(db, actor=prefix) as store:

@@ -11,16 +11,16 @@ from typing import Any
 import pytest
 from anthropic import Anthropic
 
-from memstore import consolidate as consolidation
-from memstore.consolidate import (
+from memstore.errors import CannotUndo, ConsolidationRefused
+from memstore.learning import consolidate as consolidation
+from memstore.learning.consolidate import (
     apply_plan,
     consolidate_memories,
     consolidation_due,
     plan_consolidation,
 )
-from memstore.errors import CannotUndo, ConsolidationRefused
-from memstore.store import MemoryStore
-from memstore.undo import undo_run
+from memstore.storage.store import MemoryStore
+from memstore.storage.undo import undo_run
 from tests.anthropic_server import AnthropicServer, error_reply, text_reply
 from tests.conftest import MemctlRunner
 

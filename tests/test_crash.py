@@ -35,9 +35,9 @@ from typing import Any, Protocol
 
 import pytest
 
-from memstore.exporter import export_memories
-from memstore.files import INDEX_FILE_NAME, parse_memory_text
-from memstore.store import MemoryStore
+from memstore.files.exporter import export_memories
+from memstore.files.format import INDEX_FILE_NAME, parse_memory_text
+from memstore.storage.store import MemoryStore
 from tests.anthropic_server import AnthropicServer, text_reply
 
 KILLS = int(os.environ.get("MEMSTORE_CRASH_KILLS") or 50)
@@ -176,7 +176,7 @@ def start_memctl(tmp_path: Path) -> Iterator[Callable[..., Launcher]]:
     def start(env: dict[str, str] | None = None, preload: tuple[str, ...] = ()) -> Launcher:
         environment = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200", **(env or {})}
         environment.pop("MEMCTL_DB", None)
-        modules = ["memctl.app", "memstore.exporter", *preload]
+        modules = ["memctl.app", "memstore.files.exporter", *preload]
         launcher: Launcher = (
             ColdStart(tmp_path, environment) if COLD else Zygote(tmp_path, environment, modules)
         )
@@ -388,7 +388,7 @@ def test_consolidate_survives_sigkill_at_any_moment(
     )
     launcher = start_memctl(
         env={"ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": anthropic_server.url},
-        preload=("memstore.consolidate", "memstore.llm", "anthropic"),
+        preload=("memstore.learning.consolidate", "memstore.llm.client", "anthropic"),
     )
 
     def argv(folder: Path) -> list[str]:
@@ -476,7 +476,7 @@ def test_import_survives_sigkill_at_any_moment(
             f"origin: crash-test\n---\n\nNew text {i}.\nA second line of note {i}.\n",
             encoding="utf-8",
         )
-    launcher = start_memctl(preload=("memstore.importer",))
+    launcher = start_memctl(preload=("memstore.files.importer",))
 
     def argv(folder: Path) -> list[str]:
         return ["--db", str(folder / DB_NAME), "import", str(source)]

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from memstore.db import register_functions
 from memstore.errors import ExportConflict, ExportFailed
-from memstore.exporter import export_memories
-from memstore.files import INDEX_MAX_LINES
-from memstore.importer import import_memories
-from memstore.store import MemoryStore
+from memstore.files.exporter import export_memories
+from memstore.files.format import INDEX_MAX_LINES
+from memstore.files.importer import import_memories
+from memstore.storage.engine import register_functions
+from memstore.storage.store import MemoryStore
 
 
 def fill(store: MemoryStore, count: int = 3) -> None:
@@ -213,8 +213,8 @@ def test_an_export_killed_mid_write_leaves_no_hand_edits(
     watched = out / "note-0.md"
     old = watched.read_bytes()
     script = (
-        "import sys\nfrom memstore.exporter import export_memories\n"
-        "from memstore.store import MemoryStore\n"
+        "import sys\nfrom memstore.files.exporter import export_memories\n"
+        "from memstore.storage.store import MemoryStore\n"
         "export_memories(MemoryStore(sys.argv[1]), sys.argv[2])\n"
     )
     export = subprocess.Popen([sys.executable, "-c", script, str(store.path), str(out)])

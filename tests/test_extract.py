@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 from anthropic import Anthropic
 
-from memstore.exporter import export_memories
-from memstore.extract import (
+from memstore.files.exporter import export_memories
+from memstore.learning.extract import (
     MAX_ITEMS_PER_TURN,
     extract_memories,
     extraction_window,
     render_transcript,
 )
-from memstore.store import MemoryStore
+from memstore.storage.store import MemoryStore
 from tests.anthropic_server import AnthropicServer, error_reply, text_reply
 
 PREFERENCE = {

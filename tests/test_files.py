@@ -11,8 +11,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memstore.exporter import export_memories
-from memstore.files import (
+from memstore.files.exporter import export_memories
+from memstore.files.format import (
     INDEX_MAX_BYTES,
     INDEX_MAX_LINES,
     UnreadableFile,
@@ -22,10 +22,10 @@ from memstore.files import (
     render_index,
     render_memory_file,
 )
-from memstore.importer import import_memories
-from memstore.models import MemorySummary
-from memstore.store import MemoryStore
-from memstore.validation import check_body, check_description
+from memstore.files.importer import import_memories
+from memstore.storage.models import MemorySummary
+from memstore.storage.store import MemoryStore
+from memstore.storage.validation import check_body, check_description
 
 
 def test_canonical_format_is_exactly_the_design(store: MemoryStore) -> None:

@@ -24,7 +24,7 @@ from memstore.agent.approval import (
 from memstore.agent.loop import Agent, SessionFiles
 from memstore.agent.memory import AgentMemory
 from memstore.agent.tools import Workspace
-from memstore.store import MemoryStore
+from memstore.storage.store import MemoryStore
 from tests.anthropic_server import AnthropicServer, raw_tool_reply, text_reply, tool_reply
 
 

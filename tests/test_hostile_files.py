@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from memstore.exporter import export_memories
-from memstore.importer import import_memories
-from memstore.store import MemoryStore
+from memstore.files.exporter import export_memories
+from memstore.files.importer import import_memories
+from memstore.storage.store import MemoryStore
 from tests.conftest import MemctlRunner, write
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="links, FIFOs and rlimits are POSIX")

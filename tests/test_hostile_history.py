@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from memstore.errors import CannotUndo, HistoryTampered, NothingToRestore
-from memstore.store import MemoryStore
-from memstore.undo import undo_run
+from memstore.storage.store import MemoryStore
+from memstore.storage.undo import undo_run
 from tests.conftest import MemctlRunner
 from tests.test_migrations import downgrade
 

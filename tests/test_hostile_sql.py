@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from memstore.store import MemoryStore
+from memstore.storage.store import MemoryStore
 from tests.conftest import MemctlRunner
 
 RUNAWAY = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "

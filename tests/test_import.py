@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memstore.errors import ExportConflict, ImportRejected, InvalidMemory
-from memstore.exporter import export_memories
-from memstore.importer import MAX_FILE_BYTES, import_memories
-from memstore.store import MemoryStore
-from memstore.validation import NAME_PATTERN, check_name
+from memstore.files.exporter import export_memories
+from memstore.files.importer import MAX_FILE_BYTES, import_memories
+from memstore.storage.store import MemoryStore
+from memstore.storage.validation import NAME_PATTERN, check_name
 from tests.conftest import MemctlRunner, write
 
 # -- helpers ------------------------------------------------------------------------------------

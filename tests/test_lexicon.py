@@ -8,10 +8,10 @@ from importlib import resources
 
 import pytest
 
-from memstore.lexicon import lexicon
-from memstore.recall import keyword_recall
-from memstore.search import token_sequence
-from memstore.store import MemoryStore
+from memstore.recall.lexicon import lexicon
+from memstore.recall.offline import keyword_recall
+from memstore.storage.search import token_sequence
+from memstore.storage.store import MemoryStore
 
 
 def names(store: MemoryStore, text: str) -> list[str]:
@@ -189,7 +189,7 @@ def test_the_lexicon_is_built_once_for_threads_that_ask_together(
 ) -> None:
     import threading
 
-    import memstore.lexicon as module
+    import memstore.recall.lexicon as module
 
     builds = []
     build = module._build

@@ -13,10 +13,10 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlmodel import SQLModel
 
-from memstore.db import SCHEMA_HEAD, VERSION_TABLE, create_sqlite_engine
 from memstore.errors import SchemaTooNew
-from memstore.migrate import alembic_config, script_head
-from memstore.store import MemoryStore
+from memstore.storage.engine import SCHEMA_HEAD, VERSION_TABLE, create_sqlite_engine
+from memstore.storage.migrate import alembic_config, script_head
+from memstore.storage.store import MemoryStore
 from tests.conftest import MemctlRunner
 
 

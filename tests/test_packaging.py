@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from memstore import semantic
+from memstore.recall import semantic
 from tests.anthropic_server import AnthropicServer, text_reply
 from tests.conftest import DISTRIBUTION, ROOT, installed_kind
 
@@ -46,7 +46,7 @@ print(len(sys.argv) - 1)
 PROBE = """
 import sys, memstore
 from memstore import MemoryStore
-from memstore.recall import keyword_recall
+from memstore.recall.offline import keyword_recall
 assert memstore.__file__.startswith(sys.argv[1]), memstore.__file__
 with MemoryStore(sys.argv[2]) as store:
     store.create("from-the-wheel", "project", "Deployment checklist", "Run the smoke tests")

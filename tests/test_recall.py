@@ -10,9 +10,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from anthropic import Anthropic
 
-from memstore.llm import make_client
-from memstore.models import MemoryRecord
-from memstore.recall import (
+from memstore.llm.client import make_client
+from memstore.recall.offline import (
     BLOCK_MAX_BYTES,
     keyword_recall,
     load_memories,
@@ -24,7 +23,8 @@ from memstore.recall import (
     recent_user_text,
     select_relevant_memories,
 )
-from memstore.store import MemoryStore
+from memstore.storage.models import MemoryRecord
+from memstore.storage.store import MemoryStore
 from tests.anthropic_server import AnthropicServer, error_reply, slow_reply, text_reply
 from tests.conftest import MemctlRunner
 
@@ -118,7 +118,7 @@ def test_failures_fall_back_to_keywords_and_say_why(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     anthropic_server.script(failure)  # type: ignore[arg-type]
-    with caplog.at_level(logging.WARNING, logger="memstore.recall"):
+    with caplog.at_level(logging.WARNING, logger="memstore.recall.offline"):
         result = recall([user("how does the deployment work?")], store=filled, client=client)
     assert result.path == "keyword"
     assert result.names == ["project-deploy"]

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memstore.store import MemoryStore
+from memstore.storage.store import MemoryStore
 
 
 @pytest.fixture
@@ -104,7 +104,7 @@ def test_mixed_script_word_is_found(filled: MemoryStore) -> None:
 
 
 def test_index_tokens_are_the_tokens_of_the_index(store: MemoryStore) -> None:
-    from memstore.search import TOKENIZE, index_tokens
+    from memstore.storage.search import TOKENIZE, index_tokens
 
     text = "Deploying the café's snake_case migrations 1.4.0, then 部署流程 again"
     store.create("tokens", "project", "a description", text)
@@ -127,7 +127,7 @@ def test_index_tokens_are_the_tokens_of_the_index(store: MemoryStore) -> None:
 
 
 def test_word_tokens_survive_the_cache_being_cleared(monkeypatch: pytest.MonkeyPatch) -> None:
-    import memstore.search as search
+    import memstore.storage.search as search
 
     text = "how do we deploy to staging quickly"
     expected = search.token_sequence(text)

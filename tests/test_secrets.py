@@ -15,14 +15,14 @@ from memctl.app import app
 from memctl.chat import remember
 from typer.testing import CliRunner
 
-from memstore import secrets
-from memstore.consolidate import consolidate_memories
 from memstore.errors import ConsolidationRefused, ImportRejected, InvalidMemory, SecretRefused
-from memstore.extract import extract_memories
-from memstore.importer import import_memories
-from memstore.secrets import find_secrets, memory_secret
-from memstore.store import MemoryStore
-from memstore.undo import undo_run
+from memstore.files.importer import import_memories
+from memstore.learning.consolidate import consolidate_memories
+from memstore.learning.extract import extract_memories
+from memstore.storage import secrets
+from memstore.storage.secrets import find_secrets, memory_secret
+from memstore.storage.store import MemoryStore
+from memstore.storage.undo import undo_run
 from tests.anthropic_server import AnthropicServer, text_reply
 from tests.conftest import MemctlRunner, write
 

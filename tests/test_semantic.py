@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from memstore import recall as recall_module
-from memstore import semantic
-from memstore.embedding import SentenceEncoder
 from memstore.errors import ModelFetchFailed, StoreUnavailable
-from memstore.recall import keyword_recall, offline_recall, recall
-from memstore.store import MemoryStore
+from memstore.recall import offline as recall_module
+from memstore.recall import semantic
+from memstore.recall.encoder import SentenceEncoder
+from memstore.recall.offline import keyword_recall, offline_recall, recall
+from memstore.storage.store import MemoryStore
 from tests.conftest import MemctlRunner
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from memstore.errors import (
     MemstoreError,
     NothingToRestore,
 )
-from memstore.store import MemoryStore
+from memstore.storage.store import MemoryStore
 
 
 def add_tabs(store: MemoryStore) -> None:

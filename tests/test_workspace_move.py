@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from memstore.store import MemoryStore
+from memstore.storage.store import MemoryStore
 from tests.anthropic_server import AnthropicServer, text_reply
 from tests.conftest import MemctlRunner
 
@@ -50,7 +50,10 @@ def files(folder: Path) -> dict[str, bytes]:
 def project(tmp_path: Path, memctl: MemctlRunner) -> Path:
     """A project whose .memory/ holds the database and its exported files."""
     root = tmp_path / "project"
-    with MemoryStore(root / ".memory" / "memstore.db") as store, store.transaction() as tx:
+    with (
+        MemoryStore(root / ".memory" / "memstore.db") as store,
+        store.transaction() as tx,
+    ):
         for name, kind, description, body in MEMORIES:
             tx.create(name, kind, description, body)
     exported = memctl("export", cwd=root)

@@ -37,9 +37,9 @@ from memstore.errors import (
     SecretRefused,
     SemanticUnavailable,
 )
-from memstore.models import MemoryRecord
-from memstore.store import MemoryStore
-from memstore.workspace import Workspace, find_workspace, workspace_of_database
+from memstore.storage.models import MemoryRecord
+from memstore.storage.store import MemoryStore
+from memstore.storage.workspace import Workspace, find_workspace, workspace_of_database
 
 DEFAULT_DIRECTORY = ".memory"
 
@@ -228,7 +228,7 @@ def list_memories(
 @app.command()
 def show(name: str, json: JsonOption = False) -> None:
     """Show one memory in its canonical file form."""
-    from memstore.files import render_memory_file
+    from memstore.files.format import render_memory_file
 
     with _store(read_only=True) as store:
         memory = store.get(name)
@@ -304,7 +304,7 @@ def _edit_in_editor(
     import subprocess
     import tempfile
 
-    from memstore.files import (
+    from memstore.files.format import (
         UnreadableFile,
         parse_memory_text,
         render_memory_file,
@@ -381,7 +381,7 @@ def search(
     json: JsonOption = False,
 ) -> None:
     """Full-text search over name, description and body, best first."""
-    from memstore.search import search_terms
+    from memstore.storage.search import search_terms
 
     if not search_terms(query):
         _err(f"no searchable words in {query!r}: common words like 'the' or 'how' are not searched")
@@ -409,8 +409,8 @@ def recall_command(
     json: JsonOption = False,
 ) -> None:
     """Which memories the agent would be shown for TEXT, by which path, and why."""
-    from memstore.llm import make_client
-    from memstore.recall import recall
+    from memstore.llm.client import make_client
+    from memstore.recall.offline import recall
 
     client = None if offline else make_client()
     with _store(read_only=True) as store:
@@ -465,7 +465,7 @@ app.add_typer(semantic_app, name="semantic")
 @semantic_app.command("status")
 def semantic_status(json: JsonOption = False) -> None:
     """Whether recall uses the semantic model, where it is, and how many vectors are stored."""
-    from memstore import semantic
+    from memstore.recall import semantic
 
     reason = semantic.unavailable_reason()
     if reason is None:
@@ -504,7 +504,7 @@ def semantic_fetch(
     ] = None,
 ) -> None:
     """Download the model (about 90 MB, once) and verify its files."""
-    from memstore import semantic
+    from memstore.recall import semantic
 
     folder = semantic.fetch_model(source)
     _err(f"{semantic.MODEL_NAME} verified in {folder}")
@@ -518,7 +518,7 @@ def semantic_index() -> None:
     """Compute the vectors of memories that have none (recall also does, when it needs them)."""
     import time
 
-    from memstore import semantic
+    from memstore.recall import semantic
 
     reason = semantic.unavailable_reason()
     if reason is not None:
@@ -692,7 +692,7 @@ def chat(
 ) -> None:
     """Talk to a coding agent that remembers across sessions."""
     from memctl.chat import run_chat
-    from memstore.llm import make_client, model_name
+    from memstore.llm.client import make_client, model_name
 
     # The memory of the folder's workspace (found upward from it), unless --db says otherwise.
     found = State.workspace if workspace is None else find_workspace(workspace)
@@ -738,9 +738,9 @@ def consolidate(
     ] = None,
 ) -> None:
     """Merge duplicates and drop outdated memories with the model, in one undoable run."""
-    from memstore import consolidate as consolidation
     from memstore.errors import ConsolidationRefused
-    from memstore.llm import make_client
+    from memstore.learning import consolidate as consolidation
+    from memstore.llm.client import make_client
 
     if run is not None and not undo:
         fail("a run id is only taken with --undo")
@@ -784,8 +784,8 @@ def consolidate(
 
 
 def _undo(store: MemoryStore, run: str | None, directory: Path) -> None:
-    from memstore.consolidate import ACTOR
-    from memstore.undo import undo_run
+    from memstore.learning.consolidate import ACTOR
+    from memstore.storage.undo import undo_run
 
     if run is None:
         candidates = [
@@ -811,7 +811,7 @@ def _undo(store: MemoryStore, run: str | None, directory: Path) -> None:
 
 
 def _reexport(store: MemoryStore, directory: Path, *, force: bool = False) -> None:
-    from memstore.exporter import export_memories
+    from memstore.files.exporter import export_memories
 
     result = export_memories(store, directory, force=force)
     for note in result.notes:
@@ -865,7 +865,7 @@ def import_command(
 ) -> None:
     """Read memory files (ours, Claude Code's, hand-written) into the database."""
     from memstore.errors import ImportRejected
-    from memstore.importer import import_memories
+    from memstore.files.importer import import_memories
 
     directory = directory or State.workspace.memory_folder
     progress = _progress_printer() if sys.stderr.isatty() else None
@@ -906,7 +906,7 @@ def import_command(
 
 def _hint_semantic_index() -> None:
     """After an import: say when semantic recall would compute many vectors a few at a time."""
-    from memstore import semantic
+    from memstore.recall import semantic
 
     if not semantic.available():
         return
@@ -953,7 +953,7 @@ def sql(
     """Run one read-only SQL query; see the README for the tables and views. Ctrl-C stops it."""
     import signal
 
-    from memstore.db import ReadOnlyQuery
+    from memstore.storage.engine import ReadOnlyQuery
 
     _store(read_only=True).close()  # migrates the database first, where it can be written
     with ReadOnlyQuery(
@@ -1001,7 +1001,7 @@ def main() -> None:
     except MemstoreError as error:
         fail(str(error))
     except (DatabaseError, sqlite3.DatabaseError) as error:  # e.g. corrupted pages met late
-        from memstore.db import database_error
+        from memstore.storage.engine import database_error
 
         fail(str(database_error(State.db, error)))
     except KeyboardInterrupt:

@@ -26,8 +26,8 @@ from memstore.agent.loop import Agent, AgentFailed, SessionFiles
 from memstore.agent.memory import AgentMemory
 from memstore.agent.tools import ToolResult, Workspace
 from memstore.errors import MemstoreError
-from memstore.llm import Usage
-from memstore.store import MemoryStore
+from memstore.llm.client import Usage
+from memstore.storage.store import MemoryStore
 
 HELP = """\
 /memory [NAME]     list the memories, or show one
@@ -405,7 +405,7 @@ def slash_command(
 
 def _show_memory(store: MemoryStore, name: str, events: TerminalEvents) -> None:
     if name:
-        from memstore.files import render_memory_file
+        from memstore.files.format import render_memory_file
 
         events.block(render_memory_file(store.get(name)).rstrip())
         return
@@ -423,8 +423,8 @@ TYPE_PREFIXES = ("user", "feedback", "project", "reference")
 def remember(store: MemoryStore, text: str) -> str:
     """Save TEXT as a memory, refusing secrets; its name comes from its first words."""
     from memstore.errors import InvalidMemory
-    from memstore.secrets import find_secrets
-    from memstore.validation import name_from_text
+    from memstore.storage.secrets import find_secrets
+    from memstore.storage.validation import name_from_text
 
     kind = "user"
     head, colon, rest = text.partition(":")
@@ -472,6 +472,6 @@ def _show_cost(agent: Agent, events: TerminalEvents) -> None:
 
 
 def _export(store: MemoryStore, export_dir: Path) -> None:
-    from memstore.exporter import export_memories
+    from memstore.files.exporter import export_memories
 
     export_memories(store, export_dir)

@@ -100,7 +100,7 @@ def private_history(path: Path) -> Any:
     hold a secret (every typed line is in it)."""
     from prompt_toolkit.history import FileHistory
 
-    from memstore.secrets import find_secrets
+    from memstore.storage.secrets import find_secrets
 
     class PrivateHistory(FileHistory):
         def store_string(self, string: str) -> None:

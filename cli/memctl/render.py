@@ -12,12 +12,12 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from memstore.chain import is_purged
-from memstore.models import MemoryEvent, MemoryRecord
+from memstore.storage.chain import is_purged
+from memstore.storage.models import MemoryEvent, MemoryRecord
 
 if TYPE_CHECKING:
-    from memstore.consolidate import ConsolidationPlan
-    from memstore.recall import Recall
+    from memstore.learning.consolidate import ConsolidationPlan
+    from memstore.recall.offline import Recall
 
 
 def count(number: int, singular: str, plural: str = "") -> str:

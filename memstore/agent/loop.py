@@ -47,8 +47,8 @@ from memstore.agent.compact import (
 from memstore.agent.memory import AgentMemory, TurnLearning, TurnRecall
 from memstore.agent.tools import TOOL_DEFINITIONS, ToolResult, Workspace
 from memstore.errors import MemstoreError
-from memstore.llm import ModelUnavailable, Usage, ask_text, error_message, metered
-from memstore.recall import as_data
+from memstore.llm.client import ModelUnavailable, Usage, ask_text, error_message, metered
+from memstore.recall.offline import as_data
 
 if TYPE_CHECKING:
     from anthropic import Anthropic

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memstore.consolidate import (
+from memstore.errors import MemstoreError
+from memstore.learning.consolidate import (
     MAX_MEMORIES,
     MIN_CHANGES,
     THRESHOLD,
@@ -23,10 +24,9 @@ from memstore.consolidate import (
     consolidate_memories,
     consolidation_due,
 )
-from memstore.errors import MemstoreError
-from memstore.extract import Extraction, extract_memories
-from memstore.recall import Recall, memories_block, recall
-from memstore.store import MemoryStore
+from memstore.learning.extract import Extraction, extract_memories
+from memstore.recall.offline import Recall, memories_block, recall
+from memstore.storage.store import MemoryStore
 
 if TYPE_CHECKING:
     from anthropic import Anthropic
@@ -137,7 +137,7 @@ class AgentMemory:
     def export(self, learning: TurnLearning) -> None:
         if self.export_dir is None:
             return
-        from memstore.exporter import export_memories
+        from memstore.files.exporter import export_memories
 
         try:
             export_memories(self.store, self.export_dir)

@@ -18,7 +18,12 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from memstore.chain import CHAINED_EVENTS, PURGED_COMMAND_GLOB, PURGED_VALUE_GLOB, chain_hashes
+from memstore.storage.chain import (
+    CHAINED_EVENTS,
+    PURGED_COMMAND_GLOB,
+    PURGED_VALUE_GLOB,
+    chain_hashes,
+)
 
 revision = "0005"
 down_revision = "0004"

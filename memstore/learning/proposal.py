@@ -11,8 +11,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from memstore.errors import InvalidMemory, SecretRefused
-from memstore.secrets import memory_secret
-from memstore.validation import TYPES, check_body, check_description, check_name, name_from_text
+from memstore.storage.secrets import memory_secret
+from memstore.storage.validation import (
+    TYPES,
+    check_body,
+    check_description,
+    check_name,
+    name_from_text,
+)
 
 DESCRIPTION_MAX_CHARS = 200
 

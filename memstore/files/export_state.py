@@ -16,8 +16,8 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, bindparam, delete, select
 
-from memstore.db import insert_rows
-from memstore.models import exported_file_table, memory_event_table, utc_now
+from memstore.storage.engine import insert_rows
+from memstore.storage.models import exported_file_table, memory_event_table, utc_now
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 Why: the keyword path finds the words a memory shares with the text, not what it means
 ("What pets does Nate have?" for "Nate adopted a dog named Max"). A small sentence encoder
-closes much of that gap for English (see memstore/semantic.py for how recall uses it).
+closes much of that gap for English (see memstore/recall/semantic.py for how recall uses it).
 
 Why numpy and not torch or onnxruntime: the model is six BERT layers of 384 wide; numpy
 runs one short sentence in a few milliseconds, and it is the only dependency (the optional

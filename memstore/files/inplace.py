@@ -13,9 +13,9 @@ import re
 import yaml
 
 from memstore.errors import InvalidMemory
-from memstore.files import UnreadableFile, render_memory_file
-from memstore.importer import ImportItem, read_memory_bytes, says_version
-from memstore.models import MemoryRecord
+from memstore.files.format import UnreadableFile, render_memory_file
+from memstore.files.importer import ImportItem, read_memory_bytes, says_version
+from memstore.storage.models import MemoryRecord
 
 _FRONTMATTER = re.compile(r"(?P<open>---[ \t]*\n)(?P<front>.*?\n)?(?P<close>---[ \t]*\n\n*)", re.S)
 

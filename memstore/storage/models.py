@@ -89,7 +89,7 @@ class MemoryEvent(SQLModel, table=True):
     created_at: str
     # A consolidation's deletion: the id of the memory this one was merged into.
     merged_into: int | None = None
-    # The hash chain (memstore/chain.py): SHA-256 of the previous event's hash and this one.
+    # The hash chain (memstore/storage/chain.py): SHA-256 of the previous event's hash and this one.
     hash: str | None = None
 
 

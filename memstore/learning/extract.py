@@ -17,12 +17,12 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from memstore.errors import InvalidMemory
-from memstore.llm import ModelUnavailable, ask_text, json_from_reply, small_model_name
-from memstore.models import MemoryRecord, MemorySummary
-from memstore.proposal import ProposedMemory, proposed_memory
-from memstore.recall import keyword_recall, memory_catalog, message_text
-from memstore.store import MemoryStore
-from memstore.validation import NAME_PATTERN
+from memstore.learning.proposal import ProposedMemory, proposed_memory
+from memstore.llm.client import ModelUnavailable, ask_text, json_from_reply, small_model_name
+from memstore.recall.offline import keyword_recall, memory_catalog, message_text
+from memstore.storage.models import MemoryRecord, MemorySummary
+from memstore.storage.store import MemoryStore
+from memstore.storage.validation import NAME_PATTERN
 
 if TYPE_CHECKING:
     from anthropic import Anthropic

@@ -17,8 +17,8 @@ import frontmatter
 import yaml
 from frontmatter.default_handlers import YAMLHandler
 
-from memstore.models import MemoryRecord, MemorySummary, MemoryType
-from memstore.validation import normalize_newlines
+from memstore.storage.models import MemoryRecord, MemorySummary, MemoryType
+from memstore.storage.validation import normalize_newlines
 
 INDEX_FILE_NAME = "MEMORY.md"
 INDEX_MAX_LINES = 200

@@ -24,8 +24,8 @@ from memstore.errors import (
     SchemaTooNew,
     StoreUnavailable,
 )
-from memstore.search import segment
-from memstore.workspace import create_private_file, ensure_gitignore
+from memstore.storage.search import segment
+from memstore.storage.workspace import create_private_file, ensure_gitignore
 
 # Head of migrations/versions; tests check that it matches the Alembic script directory.
 # Comparing against it lets an up-to-date database open without importing Alembic.
@@ -144,7 +144,9 @@ def open_database(path: Path, *, create: bool = True) -> Engine:
             created = create_private_file(path)
         engine = create_sqlite_engine(path)
         if stored_revision(engine) != SCHEMA_HEAD:
-            from memstore.migrate import upgrade_to_head  # imports Alembic: only when needed
+            from memstore.storage.migrate import (
+                upgrade_to_head,
+            )  # imports Alembic: only when needed
 
             upgrade_to_head(writer(engine), str(path))
     except BaseException as error:

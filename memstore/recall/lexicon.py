@@ -5,7 +5,7 @@ A user who asks in Chinese about a memory written in English (控制台 / consol
 "repo" where the memory says "repository", shares no token with it. Recall looks up each
 word and phrase of the text here and also searches for its equivalents.
 
-The lists are data files in memstore/data/, written from general knowledge of the domain,
+The lists are data files in memstore/recall/data/, written from general knowledge of the domain,
 not from any evaluation set:
 - glossary_zh_en.tsv: `中文<TAB>english; english ...`, used both ways; Chinese words with
   the same usual English are equivalents of each other too.
@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 
-from memstore.search import segment, token_sequence, token_words
+from memstore.storage.search import segment, token_sequence, token_words
 
 # An entry's equivalents are searched as extra terms; a long list would flood the query.
 MAX_ALTERNATIVES = 4
@@ -95,7 +95,7 @@ class Lexicon:
 
 
 def _data_lines(name: str) -> list[str]:
-    text = resources.files("memstore").joinpath("data", name).read_text(encoding="utf-8")
+    text = resources.files("memstore.recall").joinpath("data", name).read_text(encoding="utf-8")
     return [line.strip() for line in text.splitlines() if line.strip() and line[0] != "#"]
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from memstore.chain import is_purged
 from memstore.errors import CannotUndo, NothingToRestore
-from memstore.models import MemoryEvent, Operation, Run
-from memstore.store import MemoryStore
+from memstore.storage.chain import is_purged
+from memstore.storage.models import MemoryEvent, Operation, Run
+from memstore.storage.store import MemoryStore
 
 ACTOR = "undo"
 

@@ -37,14 +37,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memstore.db import BUSY_TIMEOUT_MS
 from memstore.errors import ModelFetchFailed, SemanticUnavailable, StoreUnavailable
+from memstore.storage.engine import BUSY_TIMEOUT_MS
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from memstore.embedding import SentenceEncoder
-    from memstore.store import MemoryStore
+    from memstore.recall.encoder import SentenceEncoder
+    from memstore.storage.store import MemoryStore
 
 log = logging.getLogger(__name__)
 
@@ -316,7 +316,7 @@ _broken: dict[Path, str] = {}
 def encoder() -> SentenceEncoder:
     """The sentence encoder, loaded once per process (about 0.3 s). SemanticUnavailable
     when the model's files do not load."""
-    from memstore.embedding import SentenceEncoder
+    from memstore.recall.encoder import SentenceEncoder
 
     folder = model_folder()
     with _lock:

@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from memstore import semantic
 from memstore.errors import SemanticUnavailable
-from memstore.lexicon import lexicon
-from memstore.llm import ModelUnavailable, ask_text, small_model_name
-from memstore.models import MemoryRecord, MemorySummary
-from memstore.search import (
+from memstore.llm.client import ModelUnavailable, ask_text, small_model_name
+from memstore.recall import semantic
+from memstore.recall.lexicon import lexicon
+from memstore.storage.models import MemoryRecord, MemorySummary
+from memstore.storage.search import (
     ENGLISH_STOPWORDS,
     HAN_CHARACTERS,
     MAX_TERMS,
@@ -37,7 +37,7 @@ from memstore.search import (
     term_occurrences,
     token_sequence,
 )
-from memstore.store import MemoryStore, SearchHit
+from memstore.storage.store import MemoryStore, SearchHit
 
 if TYPE_CHECKING:
     from anthropic import Anthropic
@@ -358,7 +358,7 @@ def keyword_recall(store: MemoryStore, text: str, limit: int = 5) -> list[Search
     return [SearchHit(memory, score, words) for score, _, _, memory, words in rescored[:limit]]
 
 
-# Semantic recall (optional: the `semantic` extra and its model, see memstore/semantic.py)
+# Semantic recall (optional: the `semantic` extra and its model, see memstore/recall/semantic.py)
 # adds what the words miss ("What pets does Nate have?" for "Nate adopted a dog named Max").
 # The best SEMANTIC_CANDIDATES by keywords and the SEMANTIC_CANDIDATES nearest in meaning are
 # ranked by (1 - SEMANTIC_WEIGHT) x bm25 / best bm25 + SEMANTIC_WEIGHT x cosine similarity.
@@ -612,7 +612,7 @@ def memories_block(memories: Sequence[MemoryRecord], now: datetime | None = None
 def _rendered(memory: MemoryRecord) -> str:
     """The memory as its file; a memory that cannot be rendered (frontmatter nested too
     deep, for one) is shown without its extra keys rather than breaking the turn."""
-    from memstore.files import render_memory_file
+    from memstore.files.format import render_memory_file
 
     try:
         return render_memory_file(memory)

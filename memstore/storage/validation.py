@@ -11,7 +11,7 @@ import re
 import unicodedata
 
 from memstore.errors import InvalidMemory
-from memstore.models import MemoryType
+from memstore.storage.models import MemoryType
 
 NAME_PATTERN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 NAME_MAX_LENGTH = 64

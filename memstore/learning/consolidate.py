@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from memstore.errors import ConsolidationRefused, InvalidMemory
-from memstore.llm import ModelUnavailable, ask_text, json_from_reply, small_model_name
-from memstore.models import MemoryRecord, utc_now
-from memstore.proposal import ProposedMemory, proposed_memory
-from memstore.store import MemoryStore
+from memstore.learning.proposal import ProposedMemory, proposed_memory
+from memstore.llm.client import ModelUnavailable, ask_text, json_from_reply, small_model_name
+from memstore.storage.models import MemoryRecord, utc_now
+from memstore.storage.store import MemoryStore
 
 if TYPE_CHECKING:
     from anthropic import Anthropic

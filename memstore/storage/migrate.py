@@ -12,8 +12,8 @@ from alembic.script import ScriptDirectory
 from alembic.util.exc import CommandError
 from sqlalchemy import Engine
 
-from memstore.db import VERSION_TABLE
 from memstore.errors import SchemaTooNew
+from memstore.storage.engine import VERSION_TABLE
 
 
 def migrations_path() -> Path:

@@ -1,0 +1,460 @@
+"""Import: bring memory folders (ours, Claude Code's, hand-written) into the database.
+
+Every file is read and checked first; then the whole import is applied in one transaction,
+creating or updating memories by name. Files that are not quite canonical are normalised,
+and each normalisation is reported; only files that cannot be read as a memory are refused.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection
+
+from memstore.errors import (
+    FileProblem,
+    ImportFailed,
+    ImportRejected,
+    InvalidMemory,
+    SecretRefused,
+)
+from memstore.files.export_state import (
+    FileState,
+    folder_key,
+    legacy_key,
+    load_records,
+    past_versions,
+    remember_files,
+    sha256,
+)
+from memstore.files.format import INDEX_FILE_NAME, UnreadableFile, parse_memory_text, synced_extra
+from memstore.storage.models import MemoryRecord
+from memstore.storage.store import MemoryStore
+from memstore.storage.validation import (
+    DESCRIPTION_MAX_LENGTH,
+    TYPES,
+    check_body,
+    check_description,
+    check_name,
+    check_type,
+    name_from_text,
+    with_suffix,
+)
+
+MAX_FILE_BYTES = 1_048_576
+ORIGINAL_NAME_KEY = "original_name"
+_TYPE_PREFIX = re.compile(rf"^({'|'.join(TYPES)})(?:[_\-.\s]|$)", re.IGNORECASE)
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class ImportItem:
+    path: str
+    name: str
+    type: str
+    description: str
+    body: str
+    extra: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+    # The file as read: to compare with what export last wrote there.
+    sha256: str = ""
+    # False when the name was derived (from the file name or text), not given in the file.
+    name_declared: bool = True
+
+
+@dataclass
+class ImportReport:
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    # Normalisations, one line each: "path: what was changed".
+    notes: list[str] = field(default_factory=list)
+    problems: list[FileProblem] = field(default_factory=list)
+    dry_run: bool = False
+    run_id: str | None = None
+
+
+def memory_paths(directory: Path, problems: list[FileProblem] | None = None) -> list[str]:
+    """Markdown files below `directory` as sorted relative paths; hidden folders and index
+    files left out. Folders that cannot be read are added to `problems`."""
+    found: list[str] = []
+
+    def unreadable(error: OSError) -> None:
+        if problems is not None:
+            where = os.path.relpath(error.filename or directory, directory)
+            problems.append(FileProblem(where, f"cannot read folder: {error.strerror}"))
+
+    for root, folders, files in os.walk(directory, onerror=unreadable):
+        folders[:] = [f for f in folders if not f.startswith(".")]
+        prefix = os.path.relpath(root, directory)
+        prefix = "" if prefix == "." else prefix.replace(os.sep, "/") + "/"
+        found.extend(
+            prefix + f
+            for f in files
+            if f.endswith(".md") and not f.startswith(".") and f != INDEX_FILE_NAME
+        )
+    return sorted(found)
+
+
+def read_folder(
+    directory: Path, *, default_type: str | None = None, progress: Progress | None = None
+) -> tuple[list[ImportItem], list[FileProblem]]:
+    if not directory.is_dir():
+        raise ImportFailed(f"no such folder: {directory}")
+    problems: list[FileProblem] = []
+    paths = memory_paths(directory, problems)
+    items: list[ImportItem] = []
+    for done, relative in enumerate(paths, 1):
+        try:
+            items.append(read_memory_file(directory / relative, relative, default_type))
+        except (UnreadableFile, InvalidMemory) as error:
+            problems.append(FileProblem(relative, str(error)))
+        if progress is not None:
+            progress(done, len(paths))
+    _make_names_unique(items)
+    return items, problems
+
+
+def read_memory_file(path: Path, relative: str, default_type: str | None) -> ImportItem:
+    return read_memory_bytes(_read_regular_file(path), relative, default_type)
+
+
+def read_memory_bytes(raw: bytes, relative: str, default_type: str | None) -> ImportItem:
+    """What a file's bytes say as a memory; UnreadableFile or InvalidMemory when nothing."""
+    path = Path(relative)
+    if len(raw) > MAX_FILE_BYTES:
+        raise UnreadableFile(f"file is over the limit of {MAX_FILE_BYTES:,} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise UnreadableFile(f"not UTF-8 text (invalid byte at offset {error.start})") from None
+    parsed = parse_memory_text(text)
+    notes: list[str] = []
+    if parsed.lenient_yaml:
+        notes.append("frontmatter is not strict YAML; read it line by line")
+    metadata = dict(parsed.metadata)
+    if not parsed.body:
+        raise UnreadableFile("no body after the frontmatter")
+    body = check_body(parsed.body)
+    type_ = _memory_type(metadata, path.stem, default_type, notes)
+    description = _description(metadata.get("description"), body, notes)
+    given = metadata.get("name")
+    extra = {k: v for k, v in metadata.items() if k not in ("name", "description", "type")}
+    name = _name(given, path.stem, extra, notes)
+    return ImportItem(
+        relative,
+        name,
+        type_,
+        description,
+        body,
+        extra,
+        notes,
+        sha256(raw),
+        name_declared=name == given,
+    )
+
+
+# Never through a link (it could point anywhere); never blocking on a FIFO's open.
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+
+
+def _read_regular_file(path: Path) -> bytes:
+    """The first MAX_FILE_BYTES + 1 bytes of a regular file; links, FIFOs, devices and
+    sockets are refused without being read (a FIFO would hang, a link could leave the folder)."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise UnreadableFile("a symbolic link; only regular files are imported") from None
+        raise UnreadableFile(f"cannot read: {error.strerror or error}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UnreadableFile("not a regular file; only regular files are imported")
+        chunks = []
+        left = MAX_FILE_BYTES + 1
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    except OSError as error:
+        raise UnreadableFile(f"cannot read: {error.strerror or error}") from None
+    finally:
+        os.close(fd)
+
+
+def _memory_type(
+    metadata: dict[str, Any], stem: str, default_type: str | None, notes: list[str]
+) -> str:
+    nested = metadata.get("metadata")
+    given = metadata.get("type")
+    if given is None and isinstance(nested, dict):
+        given = nested.get("type")
+    if isinstance(given, str):
+        if given in TYPES:
+            return given
+        if given.strip().lower() in TYPES:
+            notes.append(f"type {given!r} read as {given.strip().lower()!r}")
+            return given.strip().lower()
+    prefix = _TYPE_PREFIX.match(stem)
+    reason = "no type" if given is None else f"unknown type {given!r}"
+    if prefix:
+        type_ = prefix.group(1).lower()
+        notes.append(f"{reason}; using {type_!r} from the file name")
+        return type_
+    if default_type is not None:
+        notes.append(f"{reason}; using --default-type {default_type!r}")
+        return check_type(default_type)
+    raise UnreadableFile(
+        f"{reason} (expected one of {', '.join(TYPES)}) and the file name does not tell; "
+        "pass --default-type"
+    )
+
+
+def _description(given: Any, body: str, notes: list[str]) -> str:
+    if given is not None and not isinstance(given, str):
+        given = str(given)
+    if isinstance(given, str) and len(given.strip()) > DESCRIPTION_MAX_LENGTH:
+        notes.append(f"description is over {DESCRIPTION_MAX_LENGTH:,} characters; cut it")
+        given = given.strip()[: DESCRIPTION_MAX_LENGTH - 1].rstrip() + "…"
+    if isinstance(given, str) and given.strip():
+        lines = given.strip().splitlines()
+        if len(lines) > 1:
+            notes.append("description spanned several lines; joined them")
+            return check_description(" ".join(line.strip() for line in lines if line.strip()))
+        return check_description(given)
+    first_line = next(line for line in body.splitlines() if line.strip())
+    derived = first_line.strip().lstrip("#").strip()[:150] or first_line.strip()[:150]
+    notes.append("no description; using the body's first line")
+    return check_description(derived)
+
+
+def _name(given: Any, stem: str, extra: dict[str, Any], notes: list[str]) -> str:
+    if isinstance(given, str):
+        try:
+            return check_name(given)
+        except InvalidMemory:
+            pass
+    given_text = "" if given is None else str(given).strip()
+    name = name_from_text(stem, given_text)
+    if given_text:
+        extra[ORIGINAL_NAME_KEY] = given_text
+        notes.append(f"name {given_text!r} is not a valid name; using {name!r}")
+    else:
+        notes.append(f"no name; using {name!r}")
+    return name
+
+
+def _make_names_unique(items: list[ImportItem]) -> None:
+    """Give every item its own name. Names given in files claim theirs first, so that adding
+    a file with a derived name never takes the name of a memory another file declares."""
+    taken: dict[str, str] = {}
+    # The next suffix to try per name: many files sharing a name cost one try each, not
+    # one per file already numbered.
+    next_number: dict[str, int] = {}
+    for item in sorted(items, key=lambda i: not i.name_declared):
+        if item.name in taken:
+            number = next_number.get(item.name, 2)
+            while with_suffix(item.name, number) in taken:
+                number += 1
+            next_number[item.name] = number + 1
+            new_name = with_suffix(item.name, number)
+            item.notes.append(
+                f"name {item.name!r} is also used by {taken[item.name]}; using {new_name!r}"
+            )
+            item.name = new_name
+        taken[item.name] = item.path
+
+
+def says_version(item: ImportItem, version: dict[str, Any]) -> bool:
+    """Whether a file says what `version` (a memory's snapshot) says; its name aside, which
+    a file may spell differently (free text, a numbered duplicate)."""
+    extra = version.get("extra") or {}
+    return (
+        item.type == version.get("type")
+        and item.description == version.get("description")
+        and item.body == version.get("body")
+        and item.extra in (extra, synced_extra(extra, item.type))
+    )
+
+
+def file_says_a_version(raw: bytes, file_name: str, versions: list[dict[str, Any]]) -> bool:
+    """Whether a file's bytes say exactly what one of `versions` said: then it holds nothing
+    the database does not know (memstore wrote it, or it was imported)."""
+    for type_ in dict.fromkeys(str(v.get("type")) for v in versions):
+        try:
+            item = read_memory_bytes(raw, file_name, type_)
+        except (UnreadableFile, InvalidMemory):
+            return False
+        if any(says_version(item, version) for version in versions):
+            return True
+    return False
+
+
+def _changes(item: ImportItem, memory: MemoryRecord) -> dict[str, Any]:
+    if item.extra == synced_extra(memory.extra, memory.type):
+        item.extra = memory.extra  # what export wrote, not a change
+    wanted = {
+        "type": item.type,
+        "description": item.description,
+        "body": item.body,
+        "extra": item.extra,
+    }
+    return {key: value for key, value in wanted.items() if getattr(memory, key) != value}
+
+
+def import_memories(
+    store: MemoryStore,
+    directory: str | Path,
+    *,
+    skip_invalid: bool = False,
+    dry_run: bool = False,
+    default_type: str | None = None,
+    progress: Progress | None = None,
+    allow_secrets: bool = False,
+) -> ImportReport:
+    if default_type is not None:
+        check_type(default_type)
+    items, problems = read_folder(Path(directory), default_type=default_type, progress=progress)
+    if not allow_secrets:
+        items = _without_secrets(items, problems)
+    if problems and not skip_invalid:
+        raise ImportRejected(problems)
+    report = ImportReport(problems=problems, dry_run=dry_run)
+    report.notes = [f"{item.path}: {note}" for item in items for note in item.notes]
+    key = folder_key(Path(directory), store.path)
+    legacy = legacy_key(Path(directory))
+    if dry_run:
+        with store.engine.connect() as connection:
+            records = load_records(connection, key, legacy)
+            live = store.memories()
+            items = _since_last_export(connection, items, records, live, report)
+        _raise_if_rejected(report, skip_invalid)
+        _plan(items, {m.name: m for m in live}, report)
+        return report
+    with store.transaction(actor="import", allow_secrets=allow_secrets) as tx:
+        records = load_records(tx.connection, key, legacy)
+        live = tx.live_memories()
+        items = _since_last_export(tx.connection, items, records, live, report)
+        _raise_if_rejected(report, skip_invalid)
+        results: dict[str, MemoryRecord] = {}
+        for item, memory, changes in _plan(items, {m.name: m for m in live}, report):
+            if memory is None:
+                created = tx.create(item.name, item.type, item.description, item.body, item.extra)
+                results[item.path] = created
+            else:
+                results[item.path] = tx.update(memory, **changes) if changes else memory
+        # The folder's files are now in the database: an export to this folder may rewrite
+        # them in canonical form (or remove them with their memory) without calling them
+        # hand-edited, and a later import knows which copies are stale. No size and mtime
+        # are recorded, so that export renders each once and puts it in canonical form.
+        remember_files(
+            tx.connection,
+            key,
+            records,
+            [
+                FileState(item.path, m.id, m.version, item.sha256, size=0, mtime_ns=0)
+                for item in items
+                if "/" not in item.path and item.path in results
+                for m in [results[item.path]]
+            ],
+        )
+        report.run_id = tx.run_id if tx.events else None
+    return report
+
+
+def _without_secrets(items: list[ImportItem], problems: list[FileProblem]) -> list[ImportItem]:
+    """The items that hold no secret. A file with one is a problem of that file, like any
+    other (listed, and left out by --skip-invalid), not a refusal of the whole import; the
+    store checks every write again."""
+    from memstore.storage.secrets import memory_secret  # compiles its patterns: only when importing
+
+    kept = []
+    for item in items:
+        found = memory_secret(item.name, item.description, item.body, item.extra)
+        if found is None:
+            kept.append(item)
+        else:
+            refused = SecretRefused(found.field, found.finding.kind)
+            problems.append(FileProblem(item.path, f"{refused} (--allow-secret imports it)"))
+    return kept
+
+
+def _raise_if_rejected(report: ImportReport, skip_invalid: bool) -> None:
+    if report.problems and not skip_invalid:
+        raise ImportRejected(report.problems)
+
+
+def _since_last_export(
+    connection: Connection,
+    items: list[ImportItem],
+    records: dict[str, Any],
+    live: list[MemoryRecord],
+    report: ImportReport,
+) -> list[ImportItem]:
+    """The items to import: none that would bring back what the database has moved on from.
+
+    A file still as memstore last wrote (or read) it says nothing new. A file that says what
+    an older version of its memory said is a stale copy (of a moved, copied or interrupted
+    export): importing it would undo the change since, so it is left out with a note. A file
+    edited by hand whose memory also changed in the database since is a conflict.
+    """
+    by_id = {m.id: m for m in live}
+    kept = []
+    suspects = []
+    for item in items:
+        record = records.get(item.path)
+        if record is None:
+            kept.append(item)
+        elif item.sha256 == record.sha256:
+            report.unchanged.append(item.name)
+        elif (memory := by_id.get(record.memory_id)) and memory.version == record.memory_version:
+            kept.append(item)  # edited since, and its memory was not: the file is newer
+        else:
+            suspects.append((item, record, memory))
+    versions = past_versions(connection, {record.memory_id for _, record, _ in suspects})
+    for item, record, memory in suspects:
+        if memory is not None and says_version(item, memory.snapshot()):
+            report.unchanged.append(item.name)  # written by an export that was cut short
+            continue
+        if any(says_version(item, version) for version in versions.get(record.memory_id, [])):
+            report.unchanged.append(item.name)
+            report.notes.append(
+                f"{item.path}: an older version of its memory; the database's is newer, so "
+                "the file is not imported ('memctl export' rewrites it)"
+            )
+            continue
+        since = "deleted" if memory is None else "changed"
+        report.problems.append(
+            FileProblem(
+                item.path,
+                f"edited by hand, and its memory was {since} in the database since the "
+                "last export: both are newer; keep the database's with "
+                "'memctl export --force', or redo the edit with 'memctl edit'",
+            )
+        )
+    return kept
+
+
+def _plan(
+    items: list[ImportItem], existing: dict[str, MemoryRecord], report: ImportReport
+) -> list[tuple[ImportItem, MemoryRecord | None, dict[str, Any]]]:
+    """(item, the memory it updates or None to create, the changed fields) for every item."""
+    actions: list[tuple[ImportItem, MemoryRecord | None, dict[str, Any]]] = []
+    for item in items:
+        memory = existing.get(item.name)
+        if memory is None:
+            report.created.append(item.name)
+            actions.append((item, None, {}))
+            continue
+        changes = _changes(item, memory)
+        (report.updated if changes else report.unchanged).append(item.name)
+        actions.append((item, memory, changes))
+    return actions

@@ -1,0 +1,885 @@
+"""MemoryStore: memories in SQLite, every write with its history event in one transaction."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple, cast
+
+from sqlalchemy import Connection, RowMapping, bindparam, func, insert, select, update
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlmodel import Session, col
+from sqlmodel import select as orm_select
+
+from memstore.errors import (
+    MemoryExists,
+    MemoryNotFound,
+    NothingToRestore,
+    RunNotFound,
+    SecretRefused,
+    StoreUnavailable,
+)
+from memstore.storage import chain
+from memstore.storage.engine import BUSY_TIMEOUT_MS, insert_rows, open_database, to_json, writer
+from memstore.storage.models import (
+    MemoryEvent,
+    MemoryRecord,
+    MemorySummary,
+    Operation,
+    Run,
+    memory_event_table,
+    memory_table,
+    run_table,
+    utc_now,
+)
+from memstore.storage.search import (
+    match_expression,
+    ranked_ids,
+    ranked_matches,
+    search_terms,
+)
+from memstore.storage.validation import (
+    check_body,
+    check_description,
+    check_name,
+    check_type,
+    with_suffix,
+)
+
+_LIVE = memory_table.c.deleted_at.is_(None)
+
+
+def _record(row: RowMapping) -> MemoryRecord:
+    return MemoryRecord(**row)
+
+
+def _raw_record(columns: list[str], values: Sequence[Any]) -> MemoryRecord:
+    """A memory from a row of the DBAPI connection (`extra` still JSON text)."""
+    fields = dict(zip(columns, values, strict=True))
+    fields["extra"] = json.loads(fields["extra"])
+    return MemoryRecord(**fields)
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    memory: MemoryRecord
+    # bm25 relevance, higher is better.
+    score: float
+    # Keyword recall: the words of the text the memory has (an equivalent says which word
+    # it stands for).
+    matched: tuple[str, ...] = ()
+    # Semantic recall: the cosine similarity of the memory to the text.
+    similarity: float | None = None
+
+
+class PurgeReport(NamedTuple):
+    run_id: str
+    memories: int
+    events: int
+
+
+class PendingEvent(NamedTuple):
+    """An event of a transaction, written when it commits."""
+
+    memory_id: int
+    memory_name: str
+    operation: Operation
+    old: dict[str, Any] | None
+    new: dict[str, Any] | None
+    merged_into: int | None = None
+
+
+@dataclass
+class WriteTransaction:
+    """The writes of one command, all committed together under one run id, or none at all.
+
+    Changes are kept here and written in batches when the transaction commits: the final
+    state of each touched memory, then one event per change. The transaction holds SQLite's
+    write lock from its start (BEGIN IMMEDIATE), so numbering new memories from max(id) is
+    safe, and a 10,000-file import costs a few statements rather than one per file.
+    """
+
+    connection: Connection
+    actor: str
+    command: str
+    now: str
+    run_id: str = field(default_factory=lambda: os.urandom(16).hex())  # 128 random bits, as uuid4
+    # The chat session this transaction belongs to; the run it undoes, for an undo.
+    session_id: str | None = None
+    undoes: str | None = None
+    # Write the run row even when nothing changed (a consolidation that found nothing to do
+    # still counts as a run: the trigger measures change since the last one).
+    record_empty_run: bool = False
+    # When the run began, if before this transaction (a consolidation began when it asked
+    # the model: changes made meanwhile must count as changes after it).
+    run_started_at: str | None = None
+    # Store memories that look like they hold a secret: only when a person said so for
+    # this command (`--allow-secret`); never for what a model proposes.
+    allow_secrets: bool = False
+    events: list[PendingEvent] = field(default_factory=list)
+    # Final state of every memory this transaction touched, by id; which of them are new.
+    _changed: dict[int, MemoryRecord] = field(default_factory=dict)
+    _new_ids: set[int] = field(default_factory=set)
+    # Live name -> id, loaded on first use and kept current by every change.
+    _live_ids: dict[str, int] | None = None
+    _next_id: int | None = None
+    # Memories whose content this transaction erases from history (purge).
+    _purged: list[int] = field(default_factory=list)
+
+    # -- reads, seeing this transaction's own changes --------------------------------------
+
+    def _live_names(self) -> dict[str, int]:
+        if self._live_ids is None:
+            rows = self.connection.execute(
+                select(memory_table.c.name, memory_table.c.id).where(_LIVE)
+            )
+            self._live_ids = {name: id_ for name, id_ in rows}
+        return self._live_ids
+
+    def find(self, name: str) -> MemoryRecord | None:
+        id_ = self._live_names().get(name)
+        return None if id_ is None else self.by_id(id_)
+
+    def get(self, name: str) -> MemoryRecord:
+        memory = self.find(name)
+        if memory is None:
+            raise MemoryNotFound(name)
+        return memory
+
+    def free_name(self, name: str) -> str:
+        """`name` if no live memory has it, else the first free `name-2`, `name-3`, ..."""
+        number, candidate = 1, name
+        while candidate in self._live_names():
+            number += 1
+            candidate = with_suffix(name, number)
+        return candidate
+
+    def live_memories(self) -> list[MemoryRecord]:
+        rows = self.connection.execute(
+            select(memory_table).where(_LIVE).order_by(memory_table.c.name)
+        )
+        stored = [self._changed.get(row["id"]) or _record(row) for row in rows.mappings()]
+        fresh = [self._changed[id_] for id_ in sorted(self._new_ids)]
+        return [m for m in [*stored, *fresh] if m.deleted_at is None]
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def create(
+        self,
+        name: str,
+        type: str,
+        description: str,
+        body: str,
+        extra: dict[str, Any] | None = None,
+    ) -> MemoryRecord:
+        name = check_name(name)
+        if name in self._live_names():
+            raise MemoryExists(name)
+        memory = MemoryRecord(
+            id=self._allocate_id(),
+            name=name,
+            type=check_type(type),
+            description=check_description(description),
+            body=check_body(body),
+            extra=dict(extra or {}),
+            version=1,
+            created_at=self.now,
+            updated_at=self.now,
+        )
+        self._refuse_secrets(memory)
+        self._new_ids.add(memory.id)
+        self._apply(memory, Operation.CREATE, None)
+        return memory
+
+    def update(
+        self,
+        memory: MemoryRecord,
+        *,
+        name: str | None = None,
+        type: str | None = None,
+        description: str | None = None,
+        body: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> MemoryRecord:
+        """The memory with the given fields changed; the same object when nothing changes."""
+        memory = self._current(memory)
+        old = memory.snapshot()
+        new = dict(old)
+        if name is not None:
+            new["name"] = check_name(name)
+        if type is not None:
+            new["type"] = check_type(type)
+        if description is not None:
+            new["description"] = check_description(description)
+        if body is not None:
+            new["body"] = check_body(body)
+        if extra is not None:
+            new["extra"] = dict(extra)
+        if new == old:
+            return memory
+        if new["name"] != old["name"] and new["name"] in self._live_names():
+            raise MemoryExists(new["name"])
+        changed = memory.changed(**new)
+        if any(new[key] != old[key] for key in ("name", "description", "body", "extra")):
+            self._refuse_secrets(changed)
+        return self._apply(changed, Operation.UPDATE, memory)
+
+    def delete(
+        self, memory: MemoryRecord, *, merged_into: MemoryRecord | None = None
+    ) -> MemoryRecord:
+        """Soft-delete `memory`; a consolidation says which memory it was merged into."""
+        memory = self._current(memory)
+        return self._apply(
+            memory.changed(deleted_at=self.now),
+            Operation.DELETE,
+            memory,
+            merged_into=None if merged_into is None else merged_into.id,
+        )
+
+    def _current(self, memory: MemoryRecord) -> MemoryRecord:
+        """This transaction's latest state of `memory`, which must be live."""
+        current = self._changed.get(memory.id, memory)
+        if current.deleted_at is not None:
+            raise MemoryNotFound(current.name)
+        return current
+
+    def restore(self, name: str) -> MemoryRecord:
+        """Bring back the most recently deleted memory called `name`."""
+        if name in self._live_names():
+            raise NothingToRestore(name, "a memory with that name exists")
+        deleted_here = [m for m in self._changed.values() if m.name == name and m.deleted_at]
+        memory = max(deleted_here, key=lambda m: m.id) if deleted_here else None
+        if memory is None:
+            rows = self.connection.execute(
+                select(memory_table)
+                .where(memory_table.c.name == name, memory_table.c.deleted_at.is_not(None))
+                .order_by(memory_table.c.deleted_at.desc(), memory_table.c.id.desc())
+            ).mappings()
+            # Skip rows this transaction has already changed (restored, renamed).
+            memory = next((_record(r) for r in rows if r["id"] not in self._changed), None)
+        if memory is None:
+            raise NothingToRestore(name, "no deleted memory has that name")
+        if self._is_purged(memory.id):
+            raise NothingToRestore(name, "its content was purged from history")
+        self._refuse_secrets(memory)
+        return self._apply(memory.changed(deleted_at=None), Operation.RESTORE, memory)
+
+    def restore_id(self, memory_id: int) -> MemoryRecord:
+        """Bring back one particular deleted memory (an undo knows exactly which)."""
+        memory = self.by_id(memory_id)
+        if memory.deleted_at is None:
+            raise NothingToRestore(memory.name, "it is not deleted")
+        if memory.name in self._live_names():
+            raise NothingToRestore(memory.name, "a memory with that name exists")
+        if self._is_purged(memory.id):
+            raise NothingToRestore(memory.name, "its content was purged from history")
+        self._refuse_secrets(memory)
+        return self._apply(memory.changed(deleted_at=None), Operation.RESTORE, memory)
+
+    def purge(self, name: str) -> list[MemoryRecord]:
+        """Erase from history the content of every memory that ever had `name` (what
+        `history NAME` shows): a live one is deleted first; as the transaction commits,
+        each of their events keeps its row with its values replaced by a marker holding
+        their SHA-256, as do the commands of the runs that wrote them and the memory rows'
+        text. The history's hash chain still verifies; nothing can restore or undo it."""
+        ids = self.connection.execute(
+            select(memory_event_table.c.memory_id)
+            .where(memory_event_table.c.memory_name == name)
+            .distinct()
+            .order_by(memory_event_table.c.memory_id)
+        ).scalars()
+        memories = [self.by_id(memory_id) for memory_id in ids]
+        if not memories:
+            raise MemoryNotFound(name)
+        # Freed space is overwritten with zeros, so the erased text is not left in the file.
+        self.connection.exec_driver_sql("PRAGMA secure_delete = ON")
+        for memory in memories:
+            if memory.deleted_at is None:
+                self.delete(memory)
+        self._purged.extend(memory.id for memory in memories)
+        return memories
+
+    def _erase_purged(self) -> None:
+        """The purge's rewrites, after its delete events are written (the triggers let an
+        event's values become a marker only for a memory recorded in memory_purge)."""
+        sql = self.connection.exec_driver_sql
+        for memory_id in self._purged:
+            events = sql(
+                "SELECT id, old_value, new_value, run_id FROM memory_event WHERE memory_id = ?",
+                (memory_id,),
+            ).fetchall()
+            sql(
+                "INSERT INTO memory_purge (run_id, memory_id, memory_name, events, purged_at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (self.run_id, memory_id, self.by_id(memory_id).name, len(events), self.now),
+            )
+            sql(
+                "UPDATE memory_event SET old_value = ?, new_value = ? WHERE id = ?",
+                [
+                    (_purged_or_none(old), _purged_or_none(new), event_id)
+                    for event_id, old, new, _ in events
+                ],
+            )
+            for run_id in sorted({run_id for *_, run_id in events} - {self.run_id}):
+                (command,) = sql("SELECT command FROM run WHERE id = ?", (run_id,)).one()
+                sql(
+                    "UPDATE run SET command = ? WHERE id = ?",
+                    (chain.purged_command(command), run_id),
+                )
+            memory = self.by_id(memory_id)
+            marker = f"[purged sha256:{chain.value_hash(to_json(memory.snapshot()))}]"
+            sql(
+                "UPDATE memory SET description = ?, body = ?, extra = '{}' WHERE id = ?",
+                (marker, marker, memory_id),
+            )
+            sql("DELETE FROM memory_vector WHERE memory_id = ?", (memory_id,))
+        if self._purged:
+            # The full-text index keeps a deleted text's words until its segments merge.
+            sql("INSERT INTO memory_fts (memory_fts) VALUES ('optimize')")
+
+    def _is_purged(self, memory_id: int) -> bool:
+        return (
+            self.connection.exec_driver_sql(
+                "SELECT 1 FROM memory_purge WHERE memory_id = ?", (memory_id,)
+            ).first()
+            is not None
+        )
+
+    def _refuse_secrets(self, memory: MemoryRecord) -> None:
+        """The one secrets check of every write that makes a memory's text live: create,
+        update, restore, and so import, undo, extraction, consolidation and /remember."""
+        if self.allow_secrets:
+            return
+        from memstore.storage.secrets import memory_secret  # compiles its patterns: only on writes
+
+        found = memory_secret(memory.name, memory.description, memory.body, memory.extra)
+        if found is not None:
+            raise SecretRefused(found.field, found.finding.kind, memory.name)
+
+    def by_id(self, memory_id: int) -> MemoryRecord:
+        """This transaction's view of a memory, live or deleted."""
+        if memory_id in self._changed:
+            return self._changed[memory_id]
+        row = (
+            self.connection.execute(select(memory_table).where(memory_table.c.id == memory_id))
+            .mappings()
+            .first()
+        )
+        if row is None:
+            raise MemoryNotFound(f"#{memory_id}")
+        return _record(row)
+
+    def _allocate_id(self) -> int:
+        if self._next_id is None:
+            highest = self.connection.execute(select(func.max(memory_table.c.id))).scalar()
+            self._next_id = (highest or 0) + 1
+        self._next_id += 1
+        return self._next_id - 1
+
+    def _apply(
+        self,
+        memory: MemoryRecord,
+        operation: Operation,
+        before: MemoryRecord | None,
+        *,
+        merged_into: int | None = None,
+    ) -> MemoryRecord:
+        if before is not None:
+            memory = memory.changed(version=before.version + 1, updated_at=self.now)
+        live = self._live_names()
+        if before is not None and before.deleted_at is None:
+            live.pop(before.name, None)
+        if memory.deleted_at is None:
+            live[memory.name] = memory.id
+        self._changed[memory.id] = memory
+        old = None if before is None or operation is Operation.RESTORE else before.snapshot()
+        new = None if operation is Operation.DELETE else memory.snapshot()
+        self.events.append(PendingEvent(memory.id, memory.name, operation, old, new, merged_into))
+        return memory
+
+    def write(self) -> None:
+        """Write the changes and their events (called once, as the transaction commits)."""
+        if not self.events:
+            if self.record_empty_run or self._purged:
+                self._write_run()
+            self._erase_purged()
+            return
+        columns = memory_table.c.keys()
+        existing = [_row_of(m, columns) for i, m in self._changed.items() if i not in self._new_ids]
+        created = [_row_of(m, columns) for i, m in self._changed.items() if i in self._new_ids]
+        # Names are unique among live rows, and the final states may swap, free and reuse
+        # names in any order: take the touched rows out of the live set first, then write
+        # their final states, then the new rows.
+        touched = [row["id"] for row in existing]
+        for start in range(0, len(touched), 500):
+            self.connection.execute(
+                update(memory_table)
+                .where(memory_table.c.id.in_(touched[start : start + 500]), _LIVE)
+                .values(deleted_at=self.now)
+            )
+        if existing:
+            self.connection.execute(
+                update(memory_table).where(memory_table.c.id == bindparam("b_id")),
+                [{**row, "b_id": row["id"]} for row in existing],
+            )
+        insert_rows(self.connection, memory_table, created)
+        self._write_run()
+        insert_rows(self.connection, memory_event_table, self._chained_events())
+        self._erase_purged()
+
+    def _chained_events(self) -> list[dict[str, Any]]:
+        """The event rows, numbered after the last event and each hashed onto the chain
+        (this transaction holds the write lock: nobody else appends meanwhile)."""
+        last = self.connection.exec_driver_sql(
+            "SELECT id, hash FROM memory_event ORDER BY id DESC LIMIT 1"
+        ).first()
+        next_id, previous = (last[0] + 1, last[1]) if last is not None else (1, chain.GENESIS)
+        rows = []
+        for number, event in enumerate(self.events, next_id):
+            row: dict[str, Any] = {
+                "id": number,
+                "memory_id": event.memory_id,
+                "memory_name": event.memory_name,
+                "operation": event.operation.value,
+                "actor": self.actor,
+                "run_id": self.run_id,
+                "created_at": self.now,
+                "merged_into": event.merged_into,
+                "old_value": event.old,
+                "new_value": event.new,
+            }
+            stored = chain.ChainedEvent(
+                **{**row, "old_value": to_json(event.old), "new_value": to_json(event.new)},
+                command=self.command,
+            )
+            row["hash"] = previous = chain.event_hash(previous, stored)
+            rows.append(row)
+        return rows
+
+    def _write_run(self) -> None:
+        self.connection.execute(
+            insert(run_table),
+            {
+                "id": self.run_id,
+                "actor": self.actor,
+                "command": self.command,
+                "started_at": self.run_started_at or self.now,
+                "session_id": self.session_id,
+                "undoes": self.undoes,
+            },
+        )
+
+
+def _purged_or_none(text: str | None) -> str | None:
+    return None if text is None else chain.purged_value(text)
+
+
+def _row_of(memory: MemoryRecord, columns: Iterable[str]) -> dict[str, Any]:
+    return {column: getattr(memory, column) for column in columns}
+
+
+class MemoryStore:
+    """A memstore database. Opening it creates or migrates the schema; with create=False
+    it must exist, and is opened read-only where it cannot be written (db.open_database)."""
+
+    def __init__(
+        self, path: str | Path, *, actor: str = "api", command: str = "", create: bool = True
+    ) -> None:
+        self.path = Path(path)
+        self.actor = actor
+        self.command = command
+        self.engine = open_database(self.path, create=create)
+        self._writer = writer(self.engine)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(
+        self,
+        *,
+        actor: str | None = None,
+        command: str | None = None,
+        session_id: str | None = None,
+        undoes: str | None = None,
+        record_empty_run: bool = False,
+        run_started_at: str | None = None,
+        allow_secrets: bool = False,
+    ) -> Iterator[WriteTransaction]:
+        """One atomic unit of writes: everything in it commits together or not at all.
+
+        `allow_secrets`: a person confirmed that what looks like a secret is none."""
+        try:
+            with self._writer.begin() as connection:
+                tx = WriteTransaction(
+                    connection,
+                    actor or self.actor,
+                    self.command if command is None else command,
+                    utc_now(),
+                    session_id=session_id,
+                    undoes=undoes,
+                    record_empty_run=record_empty_run,
+                    run_started_at=run_started_at,
+                    allow_secrets=allow_secrets,
+                )
+                yield tx
+                tx.write()
+        except OperationalError as error:
+            raise StoreUnavailable(f"database {self.path} is unavailable: {error.orig}") from error
+        except IntegrityError as error:  # a bug if it happens: say so in one line, roll back
+            raise StoreUnavailable(
+                f"database {self.path} refused the change: {error.orig}"
+            ) from error
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def create(
+        self,
+        name: str,
+        type: str,
+        description: str,
+        body: str,
+        extra: dict[str, Any] | None = None,
+        *,
+        allow_secrets: bool = False,
+    ) -> MemoryRecord:
+        with self.transaction(allow_secrets=allow_secrets) as tx:
+            return tx.create(name, type, description, body, extra)
+
+    def update(
+        self,
+        name: str,
+        *,
+        new_name: str | None = None,
+        type: str | None = None,
+        description: str | None = None,
+        body: str | None = None,
+        extra: dict[str, Any] | None = None,
+        allow_secrets: bool = False,
+    ) -> MemoryRecord:
+        with self.transaction(allow_secrets=allow_secrets) as tx:
+            return tx.update(
+                tx.get(name),
+                name=new_name,
+                type=type,
+                description=description,
+                body=body,
+                extra=extra,
+            )
+
+    def delete(self, name: str) -> MemoryRecord:
+        with self.transaction() as tx:
+            return tx.delete(tx.get(name))
+
+    def restore(self, name: str, *, allow_secrets: bool = False) -> MemoryRecord:
+        with self.transaction(allow_secrets=allow_secrets) as tx:
+            return tx.restore(name)
+
+    def purge(self, name: str) -> PurgeReport:
+        """Erase the content of every memory that ever had `name` from history, as its
+        own run (see WriteTransaction.purge)."""
+        with self.transaction() as tx:
+            memories = tx.purge(name)
+            run_id = tx.run_id
+        with self._sqlite() as connection:
+            connection.execute("PRAGMA secure_delete = OFF")
+            # Old page images in the write-ahead log still hold the text: fold the log
+            # into the database and empty it (readers still running may delay that).
+            connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            events = connection.execute(
+                "SELECT sum(events) FROM memory_purge WHERE run_id = ?", (run_id,)
+            ).fetchone()[0]
+        return PurgeReport(run_id, len(memories), int(events or 0))
+
+    def verify_history(self) -> chain.ChainReport:
+        """Recompute the history's hash chain; HistoryTampered says where it breaks."""
+        with self._sqlite() as connection:
+            return chain.verify(connection)
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def find(self, name: str) -> MemoryRecord | None:
+        with self.engine.connect() as connection:
+            row = (
+                connection.execute(select(memory_table).where(memory_table.c.name == name, _LIVE))
+                .mappings()
+                .first()
+            )
+        return None if row is None else _record(row)
+
+    def get(self, name: str) -> MemoryRecord:
+        memory = self.find(name)
+        if memory is None:
+            raise MemoryNotFound(name)
+        return memory
+
+    def memories(self, type: str | None = None) -> list[MemoryRecord]:
+        """The live memories, by name."""
+        query = select(memory_table).where(_LIVE).order_by(memory_table.c.name)
+        if type is not None:
+            query = query.where(memory_table.c.type == check_type(type))
+        with self.engine.connect() as connection:
+            return [_record(row) for row in connection.execute(query).mappings()]
+
+    def memories_by_id(self, ids: Sequence[int]) -> list[MemoryRecord]:
+        found: list[MemoryRecord] = []
+        with self.engine.connect() as connection:
+            # In chunks: SQLite limits the number of bound parameters in one statement.
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                rows = connection.execute(select(memory_table).where(memory_table.c.id.in_(chunk)))
+                found.extend(_record(row) for row in rows.mappings())
+        return found
+
+    def count(self) -> int:
+        with self.engine.connect() as connection:
+            return connection.execute(select(func.count()).where(_LIVE)).scalar_one()
+
+    def history(self, name: str | None = None, limit: int | None = None) -> list[MemoryEvent]:
+        """Events, oldest first; for a name, every event of any memory that ever had it."""
+        with Session(self.engine) as session:
+            query = orm_select(MemoryEvent)
+            if name is not None:
+                ids = orm_select(MemoryEvent.memory_id).where(MemoryEvent.memory_name == name)
+                query = query.where(col(MemoryEvent.memory_id).in_(ids))
+            query = query.order_by(col(MemoryEvent.id).desc())
+            if limit is not None:
+                query = query.limit(limit)
+            return list(reversed(session.exec(query).all()))
+
+    def run(self, run_id: str) -> Run | None:
+        with Session(self.engine) as session:
+            return session.get(Run, run_id)
+
+    def run_events(self, run_id: str) -> list[MemoryEvent]:
+        """The events of one run, in the order they were written."""
+        with Session(self.engine) as session:
+            query = (
+                orm_select(MemoryEvent)
+                .where(MemoryEvent.run_id == run_id)
+                .order_by(col(MemoryEvent.id))
+            )
+            return list(session.exec(query).all())
+
+    def events_after(self, event_id: int, memory_ids: Sequence[int]) -> list[MemoryEvent]:
+        """Events newer than `event_id` of any of the memories `memory_ids`."""
+        found: list[MemoryEvent] = []
+        with Session(self.engine) as session:
+            for start in range(0, len(memory_ids), 500):
+                query = orm_select(MemoryEvent).where(
+                    col(MemoryEvent.id) > event_id,
+                    col(MemoryEvent.memory_id).in_(memory_ids[start : start + 500]),
+                )
+                found.extend(session.exec(query).all())
+        return found
+
+    def find_run(self, prefix: str) -> Run:
+        """The run whose id is or starts with `prefix` (history shows the first 8 characters)."""
+        with Session(self.engine) as session:
+            runs = session.exec(
+                orm_select(Run).where(col(Run.id).startswith(prefix, autoescape=True)).limit(2)
+            ).all()
+        if not prefix or not runs:
+            raise RunNotFound(f"no run {prefix!r}")
+        if len(runs) > 1:
+            raise RunNotFound(f"several runs start with {prefix!r}; give more of the id")
+        return runs[0]
+
+    def last_run(self, actor: str) -> Run | None:
+        query = (
+            select(run_table)
+            .where(run_table.c.actor == actor)
+            .order_by(run_table.c.started_at.desc(), run_table.c.id.desc())
+            .limit(1)
+        )
+        with self.engine.connect() as connection:
+            row = connection.execute(query).mappings().first()
+        return None if row is None else Run(**row)
+
+    def undo_of(self, run_id: str) -> Run | None:
+        """The run that undid `run_id`, if one did."""
+        with Session(self.engine) as session:
+            return session.exec(orm_select(Run).where(Run.undoes == run_id).limit(1)).first()
+
+    def runs(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """Rows of the run_summary view, oldest first (the last `limit` runs)."""
+        query = "SELECT * FROM run_summary ORDER BY started_at DESC, run_id DESC"
+        with self._sqlite() as connection:
+            cursor = connection.execute(
+                query + (" LIMIT ?" if limit else ""), (limit,) if limit else ()
+            )
+            columns = [d[0] for d in cursor.description]
+            return [dict(zip(columns, row, strict=True)) for row in reversed(cursor.fetchall())]
+
+    def run_finished_at(self, run_id: str) -> str | None:
+        """When the run's changes were made (its last event), or when it started if it
+        changed nothing."""
+        events = memory_event_table.c
+        query = select(func.max(events.created_at)).where(events.run_id == run_id)
+        with self.engine.connect() as connection:
+            last_event = connection.execute(query).scalar()
+            if last_event is not None:
+                return str(last_event)
+            started = connection.execute(
+                select(run_table.c.started_at).where(run_table.c.id == run_id)
+            ).scalar()
+        return None if started is None else str(started)
+
+    def count_at(self, at: str) -> int:
+        """How many memories were live at the instant `at` (history keeps deleted rows)."""
+        table = memory_table.c
+        query = select(func.count()).where(
+            table.created_at <= at, (table.deleted_at.is_(None)) | (table.deleted_at > at)
+        )
+        with self.engine.connect() as connection:
+            return connection.execute(query).scalar_one()
+
+    def memories_changed_since(self, at: str | None, *, excluding: Sequence[str]) -> int:
+        """How many distinct memories were created or updated after `at` (ever, when None)
+        by actors other than `excluding`."""
+        events = memory_event_table.c
+        query = select(func.count(func.distinct(events.memory_id))).where(
+            events.operation.in_([Operation.CREATE.value, Operation.UPDATE.value]),
+            events.actor.not_in(list(excluding)),
+        )
+        if at is not None:
+            query = query.where(events.created_at > at)
+        with self.engine.connect() as connection:
+            return connection.execute(query).scalar_one()
+
+    def search(self, query: str, limit: int = 10) -> list[SearchHit]:
+        """Live memories matching the words of `query`, best first (bm25).
+
+        All words must match; when nothing does, any word may. Stopwords are left out: a
+        query of only stopwords finds nothing.
+        """
+        terms = search_terms(query)
+        if not terms or limit <= 0:
+            return []
+        return self._ranked(match_expression(terms), match_expression(terms, any_term=True), limit)
+
+    def _ranked(self, expression: str, fallback: str | None, limit: int) -> list[SearchHit]:
+        """Hits for `expression`; for `fallback` when there are none."""
+        columns = list(memory_table.c.keys())
+        with self._sqlite() as connection:
+            rows = ranked_matches(connection, columns, expression, limit)
+            if not rows and fallback is not None and fallback != expression:
+                rows = ranked_matches(connection, columns, fallback, limit)
+        return [SearchHit(_raw_record(columns, values), -float(score)) for *values, score in rows]
+
+    def rank_ids(self, terms: list[str], limit: int) -> dict[int, float]:
+        """The bm25 score of the best `limit` live memories matching any of `terms`, by id."""
+        with self._sqlite() as connection:
+            return ranked_ids(connection, match_expression(terms, any_term=True), limit)
+
+    def by_ids(self, ids: Sequence[int]) -> dict[int, MemoryRecord]:
+        """The live memories of these ids (one query)."""
+        if not ids:
+            return {}
+        columns = list(memory_table.c.keys())
+        marks = ", ".join("?" for _ in ids)
+        with self._sqlite() as connection:
+            rows = connection.execute(
+                f"SELECT {', '.join(columns)} FROM memory"
+                f" WHERE deleted_at IS NULL AND id IN ({marks})",
+                tuple(ids),
+            ).fetchall()
+        records = [_raw_record(columns, values) for values in rows]
+        return {record.id: record for record in records}
+
+    # -- semantic recall's vectors: derived data, like the FTS index, not history ------------
+
+    def change_mark(self) -> tuple[Any, ...]:
+        """A value that changes whenever a memory is created, changed, deleted or restored:
+        every such write appends to the history, whose last id this is. One index lookup,
+        cheap enough for every recall, and unlike timestamps it does not depend on the clock."""
+        with self._sqlite() as connection:
+            return tuple(connection.execute("SELECT max(id) FROM memory_event").fetchone())
+
+    def live_vectors(self, model: str) -> list[tuple[int, int, bytes | None]]:
+        """(id, version, vector) of each live memory; the vector is None when there is none
+        for its current version and this model."""
+        with self._sqlite() as connection:
+            return connection.execute(
+                "SELECT m.id, m.version, v.vector FROM memory AS m"
+                " LEFT JOIN memory_vector AS v ON v.memory_id = m.id"
+                " AND v.model = ? AND v.memory_version = m.version"
+                " WHERE m.deleted_at IS NULL ORDER BY m.id",
+                (model,),
+            ).fetchall()
+
+    def vector_counts(self, model: str) -> tuple[int, int]:
+        """How many live memories have a vector of their current version, and how many
+        live memories there are (counted in SQL: no vector is read)."""
+        with self._sqlite() as connection:
+            row = connection.execute(
+                "SELECT count(v.memory_id), count(*) FROM memory AS m"
+                " LEFT JOIN memory_vector AS v ON v.memory_id = m.id"
+                " AND v.model = ? AND v.memory_version = m.version"
+                " WHERE m.deleted_at IS NULL",
+                (model,),
+            ).fetchone()
+        return row[0], row[1]
+
+    def save_vectors(
+        self, model: str, rows: Sequence[tuple[int, int, bytes]], *, wait_ms: int
+    ) -> None:
+        """Store (memory id, its version, vector) rows, replacing older ones, in one
+        transaction, waiting at most `wait_ms` for another writer (semantic recall waits
+        little: vectors are derived data it may as well keep unsaved for a while)."""
+        with self._sqlite() as connection:
+            connection.execute(f"PRAGMA busy_timeout = {int(wait_ms)}")
+            try:
+                connection.execute("BEGIN IMMEDIATE")
+                connection.executemany(
+                    "INSERT OR REPLACE INTO memory_vector"
+                    " (memory_id, model, memory_version, vector) VALUES (?, ?, ?, ?)",
+                    [(memory_id, model, version, vector) for memory_id, version, vector in rows],
+                )
+                connection.execute("COMMIT")
+            except sqlite3.Error as error:
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+                raise StoreUnavailable(f"database {self.path} is unavailable: {error}") from error
+            finally:
+                connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+
+    @contextmanager
+    def _sqlite(self) -> Iterator[sqlite3.Connection]:
+        """A pooled DBAPI connection: FTS queries are single statements, and SQLAlchemy's
+        per-call overhead was most of their latency."""
+        pooled = self.engine.raw_connection()
+        try:
+            yield cast(sqlite3.Connection, pooled.driver_connection)
+        finally:
+            pooled.close()  # back to the pool
+
+    def summaries(self, type: str | None = None) -> list[MemorySummary]:
+        """Name, type and description of the live memories, by name: cheaper than memories()."""
+        # On the DBAPI connection: the index goes into every chat turn's system prompt, and
+        # SQLAlchemy's per-row processing took 9 ms of this at 1,000 memories (now 1 ms).
+        query = "SELECT name, type, description FROM memory WHERE deleted_at IS NULL"
+        parameters: tuple[str, ...] = ()
+        if type is not None:
+            query += " AND type = ?"
+            parameters = (check_type(type),)
+        with self._sqlite() as connection:
+            rows = connection.execute(query + " ORDER BY name", parameters).fetchall()
+        return [MemorySummary(*row) for row in rows]
+
+    def index_text(self) -> str:
+        """The MEMORY.md text for the live memories."""
+        from memstore.files.format import render_index  # loads yaml, which listing does not need
+
+        return render_index(self.summaries())
