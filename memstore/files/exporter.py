@@ -132,7 +132,7 @@ def _export_locked(store: MemoryStore, directory: Path, force: bool) -> ExportRe
         else:
             to_render.append(memory.id)
     # Only memories that changed since the last export are read in full and rendered.
-    for full in store.memories_by_id(to_render):
+    for full in store.by_ids(to_render).values():
         file_name = file_of[full.id]
         _plan_memory(
             plan, directory, file_name, full, records.get(file_name), on_disk.get(file_name), force

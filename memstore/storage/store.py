@@ -52,6 +52,9 @@ from memstore.storage.validation import (
 )
 
 _LIVE = memory_table.c.deleted_at.is_(None)
+_COLUMNS = list(memory_table.c.keys())
+# For the DBAPI connection; only question marks are added to it, never values.
+_SELECT_LIVE = f"SELECT {', '.join(_COLUMNS)} FROM memory WHERE deleted_at IS NULL"
 
 
 def _record(row: RowMapping) -> MemoryRecord:
@@ -632,16 +635,6 @@ class MemoryStore:
         with self.engine.connect() as connection:
             return [_record(row) for row in connection.execute(query).mappings()]
 
-    def memories_by_id(self, ids: Sequence[int]) -> list[MemoryRecord]:
-        found: list[MemoryRecord] = []
-        with self.engine.connect() as connection:
-            # In chunks: SQLite limits the number of bound parameters in one statement.
-            for start in range(0, len(ids), 500):
-                chunk = ids[start : start + 500]
-                rows = connection.execute(select(memory_table).where(memory_table.c.id.in_(chunk)))
-                found.extend(_record(row) for row in rows.mappings())
-        return found
-
     def count(self) -> int:
         with self.engine.connect() as connection:
             return connection.execute(select(func.count()).where(_LIVE)).scalar_one()
@@ -771,12 +764,11 @@ class MemoryStore:
 
     def _ranked(self, expression: str, fallback: str | None, limit: int) -> list[SearchHit]:
         """Hits for `expression`; for `fallback` when there are none."""
-        columns = list(memory_table.c.keys())
         with self._sqlite() as connection:
-            rows = ranked_matches(connection, columns, expression, limit)
+            rows = ranked_matches(connection, _COLUMNS, expression, limit)
             if not rows and fallback is not None and fallback != expression:
-                rows = ranked_matches(connection, columns, fallback, limit)
-        return [SearchHit(_raw_record(columns, values), -float(score)) for *values, score in rows]
+                rows = ranked_matches(connection, _COLUMNS, fallback, limit)
+        return [SearchHit(_raw_record(_COLUMNS, values), -float(score)) for *values, score in rows]
 
     def rank_ids(self, terms: list[str], limit: int) -> dict[int, float]:
         """The bm25 score of the best `limit` live memories matching any of `terms`, by id."""
@@ -784,19 +776,17 @@ class MemoryStore:
             return ranked_ids(connection, match_expression(terms, any_term=True), limit)
 
     def by_ids(self, ids: Sequence[int]) -> dict[int, MemoryRecord]:
-        """The live memories of these ids (one query)."""
-        if not ids:
-            return {}
-        columns = list(memory_table.c.keys())
-        marks = ", ".join("?" for _ in ids)
+        """The live memories of these ids, by id."""
+        found: dict[int, MemoryRecord] = {}
         with self._sqlite() as connection:
-            rows = connection.execute(
-                f"SELECT {', '.join(columns)} FROM memory"
-                f" WHERE deleted_at IS NULL AND id IN ({marks})",
-                tuple(ids),
-            ).fetchall()
-        records = [_raw_record(columns, values) for values in rows]
-        return {record.id: record for record in records}
+            # In chunks: SQLite limits the number of bound parameters in one statement.
+            for start in range(0, len(ids), 500):
+                chunk = tuple(ids[start : start + 500])
+                marks = ", ".join("?" * len(chunk))
+                rows = connection.execute(f"{_SELECT_LIVE} AND id IN ({marks})", chunk)
+                records = [_raw_record(_COLUMNS, values) for values in rows]
+                found.update((record.id, record) for record in records)
+        return found
 
     # -- semantic recall's vectors: derived data, like the FTS index, not history ------------
 
