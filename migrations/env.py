@@ -6,7 +6,7 @@ from alembic import context
 from sqlmodel import SQLModel
 
 import memstore.storage.models  # noqa: F401  (registers the tables on SQLModel.metadata)
-from memstore.storage.engine import VERSION_TABLE
+from memstore.storage.schema_version import VERSION_TABLE
 
 # Virtual FTS5 tables and their shadow tables are managed by hand in the revisions.
 FTS_PREFIX = "memory_fts"

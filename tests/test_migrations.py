@@ -14,8 +14,9 @@ from alembic.runtime.migration import MigrationContext
 from sqlmodel import SQLModel
 
 from memstore.errors import SchemaTooNew
-from memstore.storage.engine import SCHEMA_HEAD, VERSION_TABLE, create_sqlite_engine
+from memstore.storage.engine import create_sqlite_engine
 from memstore.storage.migrate import alembic_config, script_head
+from memstore.storage.schema_version import SCHEMA_HEAD, VERSION_TABLE
 from memstore.storage.store import MemoryStore
 from tests.conftest import MemctlRunner
 

@@ -24,13 +24,10 @@ from memstore.errors import (
     SchemaTooNew,
     StoreUnavailable,
 )
+from memstore.storage.schema_version import SCHEMA_HEAD, VERSION_TABLE
 from memstore.storage.search import segment
 from memstore.storage.workspace import create_private_file, ensure_gitignore
 
-# Head of migrations/versions; tests check that it matches the Alembic script directory.
-# Comparing against it lets an up-to-date database open without importing Alembic.
-SCHEMA_HEAD = "0005"
-VERSION_TABLE = "memstore_alembic_version"
 BUSY_TIMEOUT_MS = 15_000
 
 
@@ -143,10 +140,9 @@ def open_database(path: Path, *, create: bool = True) -> Engine:
             path.parent.mkdir(parents=True, exist_ok=True)
             created = create_private_file(path)
         engine = create_sqlite_engine(path)
+        # Comparing against SCHEMA_HEAD lets an up-to-date database open without Alembic.
         if stored_revision(engine) != SCHEMA_HEAD:
-            from memstore.storage.migrate import (
-                upgrade_to_head,
-            )  # imports Alembic: only when needed
+            from memstore.storage.migrate import upgrade_to_head  # imports Alembic
 
             upgrade_to_head(writer(engine), str(path))
     except BaseException as error:

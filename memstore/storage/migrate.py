@@ -13,7 +13,7 @@ from alembic.util.exc import CommandError
 from sqlalchemy import Engine
 
 from memstore.errors import SchemaTooNew
-from memstore.storage.engine import VERSION_TABLE
+from memstore.storage.schema_version import VERSION_TABLE
 
 
 def migrations_path() -> Path:
