@@ -933,8 +933,10 @@ def _progress_printer() -> Callable[[int, int], None]:
 @app.command()
 def index() -> None:
     """Print the MEMORY.md index text."""
+    from memstore.files.format import render_index  # loads yaml, which listing does not need
+
     with _store(read_only=True) as store:
-        text = store.index_text()
+        text = render_index(store.summaries())
     sys.stdout.write(visible_controls(text) if sys.stdout.isatty() else text)
 
 

@@ -47,6 +47,7 @@ from memstore.agent.compact import (
 from memstore.agent.memory import AgentMemory, TurnLearning, TurnRecall
 from memstore.agent.tools import TOOL_DEFINITIONS, ToolResult, Workspace
 from memstore.errors import MemstoreError
+from memstore.files.format import render_index
 from memstore.llm.client import ModelUnavailable, Usage, ask_text, error_message, metered
 from memstore.recall.offline import as_data
 
@@ -285,7 +286,8 @@ class Agent:
         text = BASE_INSTRUCTIONS.format(workspace=self.workspace.root)
         if self.memory is not None:
             try:
-                index = as_data(self.memory.store.index_text().strip()) or "(no memories yet)"
+                summaries = self.memory.store.summaries()
+                index = as_data(render_index(summaries).strip()) or "(no memories yet)"
             except (MemstoreError, RecursionError, ValueError, TypeError) as error:
                 log.warning("the memory index could not be read: %s", error)
                 index = "(the memory index could not be read)"

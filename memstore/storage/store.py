@@ -867,9 +867,3 @@ class MemoryStore:
         with self._sqlite() as connection:
             rows = connection.execute(query + " ORDER BY name", parameters).fetchall()
         return [MemorySummary(*row) for row in rows]
-
-    def index_text(self) -> str:
-        """The MEMORY.md text for the live memories."""
-        from memstore.files.format import render_index  # loads yaml, which listing does not need
-
-        return render_index(self.summaries())
