@@ -164,8 +164,8 @@ def test_sql_table_and_json(memctl: MemctlRunner) -> None:
     assert table.splitlines() == ["operation  actor", "create     cli"]
 
 
-def test_readme_audit_queries_run(memctl: MemctlRunner, tmp_path: Path) -> None:
-    """Every ```sql block in the README runs in plain sqlite3 against a real database."""
+def test_documented_audit_queries_run(memctl: MemctlRunner, tmp_path: Path) -> None:
+    """Every ```sql block of docs/audit.md runs in plain sqlite3 against a real database."""
     add_tabs(memctl)
     memctl("edit", "user-preference-tabs", "-d", "Four spaces")
     memctl("rm", "user-preference-tabs")
@@ -178,8 +178,8 @@ def test_readme_audit_queries_run(memctl: MemctlRunner, tmp_path: Path) -> None:
             merged = tx.create("project-ab", "project", "A and B", "a, b")
             tx.delete(first, merged_into=merged)
             tx.delete(second, merged_into=merged)
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    blocks = [b.split("```", 1)[0] for b in readme.split("```sql\n")[1:]]
+    recipes = (Path(__file__).parent.parent / "docs" / "audit.md").read_text()
+    blocks = [b.split("```", 1)[0] for b in recipes.split("```sql\n")[1:]]
     assert len(blocks) >= 3
     connection = sqlite3.connect(tmp_path / ".memory" / "memstore.db")
     for block in blocks:
