@@ -39,7 +39,8 @@ from memstore.agent.loop import Agent, SessionFiles
 from memstore.agent.memory import AgentMemory
 from memstore.agent.tools import Workspace
 from memstore.llm.client import make_client
-from memstore.recall import semantic
+from memstore.recall import vectors
+from memstore.recall.vectors import SemanticIndex
 from tests.anthropic_server import serve, text_reply, tool_reply
 
 TURNS = 40
@@ -89,14 +90,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as work, scripted_server() as server:
         root = Path(work)
         store = real_text_store(root / "memstore.db", arguments.memories, eval_texts())
-        if semantic.available():
-            semantic.index_store(store)
-        print(f"semantic recall: {semantic.unavailable_reason() or 'on'}")
+        semantic = SemanticIndex(store) if vectors.available() else None
+        if semantic is not None:
+            semantic.index_all()
+        print(f"semantic recall: {vectors.unavailable_reason() or 'on'}")
         client = make_client(api_key="bench", base_url=server.url)
         assert client is not None
         (root / "workspace").mkdir()
         (root / "workspace" / "notes.txt").write_text("line\n" * 200)
-        memory = AgentMemory(store, None, session_id="bench", export_dir=None)
+        memory = AgentMemory(store, None, session_id="bench", export_dir=None, semantic=semantic)
         agent = Agent(
             client,
             model="scripted",

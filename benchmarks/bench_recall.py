@@ -25,8 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from memstore.files.importer import import_memories
-from memstore.recall import semantic
+from memstore.recall import vectors
+from memstore.recall.model_files import MODEL_NAME
 from memstore.recall.offline import keyword_recall, offline_recall, recent_user_text
+from memstore.recall.vectors import SemanticIndex, SemanticModel
 from memstore.storage.store import MemoryStore
 
 EVAL = Path(__file__).resolve().parents[2] / "shared" / "eval"
@@ -39,10 +41,26 @@ def memstore_keyword(store: MemoryStore, messages: list[dict[str, str]]) -> list
     return [hit.memory.name for hit in keyword_recall(store, recent_user_text(messages), K)]
 
 
+# One model for every store here: it is loaded once.
+MODEL = SemanticModel()
+# Each open store's vectors, as the agent keeps them while its store is open.
+INDEXES: dict[MemoryStore, SemanticIndex] = {}
+
+
+def semantic_index(store: MemoryStore) -> SemanticIndex:
+    if store not in INDEXES:
+        INDEXES[store] = SemanticIndex(store, MODEL)
+    return INDEXES[store]
+
+
 def memstore_offline(store: MemoryStore, messages: list[dict[str, str]]) -> list[str]:
     """The offline path as recall takes it: keywords, with semantic recall when available."""
     hits, _ = offline_recall(
-        store, recent_user_text(messages), K, newest=recent_user_text(messages, turns=1)
+        store,
+        recent_user_text(messages),
+        K,
+        newest=recent_user_text(messages, turns=1),
+        semantic=semantic_index(store),
     )
     return [hit.memory.name for hit in hits]
 
@@ -62,7 +80,7 @@ def seed_substring(store: MemoryStore, messages: list[dict[str, str]]) -> list[s
 
 
 METHODS: dict[str, Method] = {"memstore": memstore_keyword, "seed": seed_substring}
-if semantic.available():
+if vectors.available():
     METHODS = {"memstore": memstore_keyword, "+semantic": memstore_offline, "seed": seed_substring}
 SHOWN = "+semantic" if "+semantic" in METHODS else "memstore"  # by --per-query
 
@@ -109,7 +127,7 @@ def run_set(label: str, stores: list[tuple[Path, Path]], per_query: bool) -> Non
             with MemoryStore(Path(work) / f"{i}.db") as store:
                 import_memories(store, memories)
                 if "+semantic" in METHODS:  # scored with every vector in place
-                    semantic.index_store(store)
+                    semantic_index(store).index_all()
                 for query in load_queries(queries_path):
                     messages = [{"role": "user", "content": m} for m in query["messages"]]
                     for name, method in METHODS.items():
@@ -122,6 +140,7 @@ def run_set(label: str, stores: list[tuple[Path, Path]], per_query: bool) -> Non
                             turn = query["messages"][-1][:70]
                             print(f"{mark}{query['id']} [{query['kind']}] {turn!r}")
                             print(f"      got {picked}\n     gold {query['relevant']}")
+                INDEXES.pop(store, None)
     print(f"\n== {label}")
     for name, rows in results.items():
         print(f"  {name:9} all       {summary(rows)}")
@@ -206,8 +225,8 @@ def bench_semantic_latency(sizes: list[int]) -> None:
     """The offline path with semantic recall, on stores of real texts whose vectors are
     already stored (computed once per distinct text here: computing them is measured on
     its own, as memories per second)."""
-    if not semantic.available():
-        print(f"\n== semantic recall: not measured ({semantic.unavailable_reason()})")
+    if not vectors.available():
+        print(f"\n== semantic recall: not measured ({vectors.unavailable_reason()})")
         return
     # The questions of one LoCoMo conversation over stores of its memories (repeated): in
     # English, and all about the memories, so that each one runs the encoder.
@@ -217,21 +236,22 @@ def bench_semantic_latency(sizes: list[int]) -> None:
         for q in load_queries(conversation / "queries.jsonl")
     ]
     texts = eval_texts(conversation)
-    encoder = semantic.encoder()
+    encoder = MODEL.encoder()
     print(f"\n== keyword+semantic recall latency ({conversation.name}'s questions and memories)")
     with tempfile.TemporaryDirectory() as work:
         with real_text_store(Path(work) / "index.db", len(texts), texts) as store:
             start = time.perf_counter()
-            semantic.index_store(store)
+            SemanticIndex(store, MODEL).index_all()
             rate = len(texts) / (time.perf_counter() - start)
             # Memory ids are 1, 2, ... in the order of creation, in each of these stores.
-            vectors = {i: v for i, _, v in store.live_vectors(semantic.MODEL_NAME) if v}
+            stored = {i: v for i, _, v in store.live_vectors(MODEL_NAME) if v}
         print(f"  computing vectors: {rate:.0f} memories/s ({len(texts)} memories)")
         for size in sizes:
             with real_text_store(Path(work) / f"semantic-{size}.db", size, texts) as store:
-                rows = [(i + 1, 1, vectors[(i % len(texts)) + 1]) for i in range(size)]
-                store.save_vectors(semantic.MODEL_NAME, rows, wait_ms=0)
+                rows = [(i + 1, 1, stored[(i % len(texts)) + 1]) for i in range(size)]
+                store.save_vectors(MODEL_NAME, rows, wait_ms=0)
                 p50, p95 = percentiles(lambda turn: memstore_offline(store, turn), turns)
+                INDEXES.pop(store, None)
             print(f"  real texts   {size:>7,} memories: p50 {p50:.2f} ms  p95 {p95:.2f} ms")
     for words in (10, 50, 200):
         text = " ".join(["deploy"] * words)

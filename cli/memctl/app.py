@@ -411,10 +411,17 @@ def recall_command(
     """Which memories the agent would be shown for TEXT, by which path, and why."""
     from memstore.llm.client import make_client
     from memstore.recall.offline import recall
+    from memstore.recall.vectors import SemanticIndex
 
     client = None if offline else make_client()
     with _store(read_only=True) as store:
-        result = recall([{"role": "user", "content": text}], limit, store=store, client=client)
+        result = recall(
+            [{"role": "user", "content": text}],
+            limit,
+            store=store,
+            client=client,
+            semantic=SemanticIndex(store),
+        )
         memories = {name: store.find(name) for name in result.names}
     if client is None and not offline and result.path.startswith("keyword"):
         result.reason = "no ANTHROPIC_API_KEY set"
@@ -465,23 +472,25 @@ app.add_typer(semantic_app, name="semantic")
 @semantic_app.command("status")
 def semantic_status(json: JsonOption = False) -> None:
     """Whether recall uses the semantic model, where it is, and how many vectors are stored."""
-    from memstore.recall import semantic
+    from memstore.recall.model_files import MODEL_NAME
+    from memstore.recall.vectors import SemanticModel
 
-    reason = semantic.unavailable_reason()
+    model = SemanticModel()
+    reason = model.unavailable_reason()
     if reason is None:
         try:
-            semantic.encoder()  # that the files load, not only that they are there
+            model.encoder()  # that the files load, not only that they are there
         except SemanticUnavailable as error:
             reason = str(error)
     present = live = 0  # no database yet: the model's state is still worth telling
     if State.db.exists():
         with _store(read_only=True) as store:
-            present, live = store.vector_counts(semantic.MODEL_NAME)
+            present, live = store.vector_counts(MODEL_NAME)
     status = {
         "on": reason is None,
         "reason": reason or "",
-        "model": semantic.MODEL_NAME,
-        "folder": str(semantic.model_folder()),
+        "model": MODEL_NAME,
+        "folder": str(model.folder),
         "memories": live,
         "vectors": present,
     }
@@ -504,11 +513,12 @@ def semantic_fetch(
     ] = None,
 ) -> None:
     """Download the model (about 90 MB, once) and verify its files."""
-    from memstore.recall import semantic
+    from memstore.recall.model_files import MODEL_NAME, fetch_model
+    from memstore.recall.vectors import unavailable_reason
 
-    folder = semantic.fetch_model(source)
-    _err(f"{semantic.MODEL_NAME} verified in {folder}")
-    reason = semantic.unavailable_reason()
+    folder = fetch_model(source)
+    _err(f"{MODEL_NAME} verified in {folder}")
+    reason = unavailable_reason()
     if reason is not None:
         _err(f"semantic recall is still off: {reason}")
 
@@ -518,9 +528,9 @@ def semantic_index() -> None:
     """Compute the vectors of memories that have none (recall also does, when it needs them)."""
     import time
 
-    from memstore.recall import semantic
+    from memstore.recall.vectors import SemanticIndex, unavailable_reason
 
-    reason = semantic.unavailable_reason()
+    reason = unavailable_reason()
     if reason is not None:
         fail(f"semantic recall is off: {reason}")
 
@@ -531,7 +541,7 @@ def semantic_index() -> None:
 
     started = time.perf_counter()
     with _store() as store:
-        computed = semantic.index_store(store, show if sys.stderr.isatty() else None)
+        computed = SemanticIndex(store).index_all(show if sys.stderr.isatty() else None)
     _err(f"computed {count(computed, 'vector')} in {time.perf_counter() - started:.1f} s")
 
 
@@ -906,14 +916,15 @@ def import_command(
 
 def _hint_semantic_index() -> None:
     """After an import: say when semantic recall would compute many vectors a few at a time."""
-    from memstore.recall import semantic
+    from memstore.recall.model_files import MODEL_NAME
+    from memstore.recall.vectors import VECTORS_PER_RECALL, available
 
-    if not semantic.available():
+    if not available():
         return
     with _store() as store:
-        present, live = store.vector_counts(semantic.MODEL_NAME)
+        present, live = store.vector_counts(MODEL_NAME)
     missing = live - present
-    if missing > semantic.VECTORS_PER_RECALL:
+    if missing > VECTORS_PER_RECALL:
         _err(
             f"semantic recall: {missing} memories have no vector yet; `memctl semantic index`"
             " computes them now (recalls compute them a few at a time)"

@@ -27,6 +27,7 @@ from memstore.agent.memory import AgentMemory
 from memstore.agent.tools import ToolResult, Workspace
 from memstore.errors import MemstoreError
 from memstore.llm.client import Usage
+from memstore.recall.vectors import SemanticIndex
 from memstore.storage.store import MemoryStore
 
 HELP = """\
@@ -211,7 +212,13 @@ def run_chat(
     export_dir = workspace / ".memory"
     with MemoryStore(db, actor="chat", command=f"memctl chat (session {session_id})") as store:
         memory = (
-            AgentMemory(store, client, session_id=session_id, export_dir=export_dir)
+            AgentMemory(
+                store,
+                client,
+                session_id=session_id,
+                export_dir=export_dir,
+                semantic=SemanticIndex(store),
+            )
             if use_memory
             else None
         )

@@ -31,6 +31,8 @@ from memstore.storage.store import MemoryStore
 if TYPE_CHECKING:
     from anthropic import Anthropic
 
+    from memstore.recall.vectors import SemanticIndex
+
 log = logging.getLogger(__name__)
 
 
@@ -73,8 +75,11 @@ class AgentMemory:
         session_id: str,
         export_dir: Path | None,
         settings: MemorySettings | None = None,
+        semantic: SemanticIndex | None = None,
     ) -> None:
         self.store = store
+        # The store's vectors, when recall may compare memories in meaning too.
+        self.semantic = semantic
         self.client = client
         self.session_id = session_id
         self.export_dir = export_dir
@@ -88,7 +93,11 @@ class AgentMemory:
         it cannot handle), none, with the reason logged: memory never breaks a turn."""
         try:
             chosen = recall(
-                messages, self.settings.max_recalled, store=self.store, client=self.client
+                messages,
+                self.settings.max_recalled,
+                store=self.store,
+                client=self.client,
+                semantic=self.semantic,
             )
             found = (self.store.find(name) for name in chosen.names)
             return TurnRecall(chosen, memories_block([m for m in found if m is not None]))
@@ -99,7 +108,11 @@ class AgentMemory:
     def after_turn(self, messages: Sequence[Mapping[str, Any]]) -> TurnLearning:
         try:
             extraction = extract_memories(
-                messages, store=self.store, client=self.client, session_id=self.session_id
+                messages,
+                store=self.store,
+                client=self.client,
+                session_id=self.session_id,
+                semantic=self.semantic,
             )
         except (MemstoreError, RecursionError, ValueError, TypeError) as error:
             # e.g. the database is locked by another writer, or a memory cannot be read

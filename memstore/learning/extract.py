@@ -27,6 +27,8 @@ from memstore.storage.validation import NAME_PATTERN
 if TYPE_CHECKING:
     from anthropic import Anthropic
 
+    from memstore.recall.vectors import SemanticIndex
+
 log = logging.getLogger(__name__)
 
 ACTOR = "extraction"
@@ -94,6 +96,7 @@ def extract_memories(
     session_id: str | None = None,
     model: str | None = None,
     max_items: int = MAX_ITEMS_PER_TURN,
+    semantic: SemanticIndex | None = None,
 ) -> Extraction:
     """Learn from the end of a conversation; never raises for a model failure (it is
     logged and reported in `Extraction.failure`)."""
@@ -102,7 +105,7 @@ def extract_memories(
     transcript = render_transcript(extraction_window(messages))
     if not transcript.strip():
         return Extraction(failure="nothing to learn from")
-    catalog = memory_catalog(store, transcript, CATALOG_MAX_ENTRIES)
+    catalog = memory_catalog(store, transcript, CATALOG_MAX_ENTRIES, semantic=semantic)
     shown_whole = shown_in_full(store, transcript, catalog)
     try:
         reply = ask_text(

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 from memstore.errors import SemanticUnavailable
 from memstore.llm.client import ModelUnavailable, ask_text, small_model_name
-from memstore.recall import semantic
 from memstore.recall.lexicon import lexicon
 from memstore.storage.models import MemoryRecord, MemorySummary
 from memstore.storage.search import (
@@ -41,6 +40,8 @@ from memstore.storage.store import MemoryStore, SearchHit
 
 if TYPE_CHECKING:
     from anthropic import Anthropic
+
+    from memstore.recall.vectors import SemanticIndex
 
 log = logging.getLogger(__name__)
 
@@ -391,19 +392,31 @@ SEMANTIC_TEXT_MAX_CHARS = 1_000
 
 
 def offline_recall(
-    store: MemoryStore, text: str, limit: int = 5, *, newest: str | None = None
+    store: MemoryStore,
+    text: str,
+    limit: int = 5,
+    *,
+    newest: str | None = None,
+    semantic: SemanticIndex | None = None,
 ) -> tuple[list[SearchHit], bool]:
     """The memories for `text` without a model, best first, and whether semantic recall
     took part: keyword recall, fused with semantic similarity to `newest` (the newest
-    message; `text` when not given) when the model is there and the text is not Chinese."""
+    message; `text` when not given) when given the store's `semantic` index, its model is
+    there and the text is not Chinese."""
     focus = (newest if newest is not None else text).strip()[:SEMANTIC_TEXT_MAX_CHARS]
-    if limit <= 0 or not focus or _HAN_CHARACTER.search(focus) or not semantic.available():
+    if (
+        semantic is None
+        or limit <= 0
+        or not focus
+        or _HAN_CHARACTER.search(focus)
+        or semantic.unavailable_reason() is not None
+    ):
         return keyword_recall(store, text, limit), False
     hits = keyword_recall(store, text, max(limit, SEMANTIC_CANDIDATES))
     if not hits:  # below the relevance floor: nothing, and the encoder need not run
         return [], False
     try:
-        near = semantic.similarities(store, focus)
+        near = semantic.similarities(focus)
     except SemanticUnavailable as error:  # the model's files do not load: said once
         log.warning("recall: semantic recall is off: %s", error)
         return hits[:limit], False
@@ -468,7 +481,10 @@ def recall(
     *,
     store: MemoryStore,
     client: Anthropic | None = None,
+    semantic: SemanticIndex | None = None,
 ) -> Recall:
+    """The memories for this turn: the model's choice (with a `client`), else offline
+    recall (semantic too when given the store's `semantic` index)."""
     text = recent_user_text(messages)
     if not text:
         return Recall([], "none", reason="no recent user text")
@@ -477,7 +493,9 @@ def recall(
     newest = recent_user_text(messages, turns=1)  # what is compared in meaning
     reason = "offline"
     if client is not None:
-        catalog = memory_catalog(store, text, SELECTION_CATALOG_MAX_ENTRIES, newest=newest)
+        catalog = memory_catalog(
+            store, text, SELECTION_CATALOG_MAX_ENTRIES, newest=newest, semantic=semantic
+        )
         try:
             reply = ask_text(
                 client,
@@ -494,7 +512,7 @@ def recall(
         except ValueError as error:
             reason = f"unusable model reply: {error}"
         log.warning("recall: model selection failed (%s); using keyword recall", reason)
-    hits, semantic_used = offline_recall(store, text, max_items, newest=newest)
+    hits, semantic_used = offline_recall(store, text, max_items, newest=newest, semantic=semantic)
     return Recall(
         [h.memory.name for h in hits],
         "keyword+semantic" if semantic_used else "keyword",
@@ -512,7 +530,12 @@ CATALOG_RELATED_ENTRIES = 50
 
 
 def memory_catalog(
-    store: MemoryStore, text: str, limit: int, *, newest: str | None = None
+    store: MemoryStore,
+    text: str,
+    limit: int,
+    *,
+    newest: str | None = None,
+    semantic: SemanticIndex | None = None,
 ) -> list[MemorySummary]:
     """The memories to show the model: all of them, or when there are more than `limit`,
     those the text is about first (`newest`: the newest message, compared in meaning; by
@@ -522,7 +545,7 @@ def memory_catalog(
         return summaries
     if newest is None:
         newest = text[-SEMANTIC_TEXT_MAX_CHARS:]
-    hits, _ = offline_recall(store, text, CATALOG_RELATED_ENTRIES, newest=newest)
+    hits, _ = offline_recall(store, text, CATALOG_RELATED_ENTRIES, newest=newest, semantic=semantic)
     related = [hit.memory.name for hit in hits]
     by_name = {summary.name: summary for summary in summaries}
     chosen = [by_name[name] for name in related if name in by_name]
