@@ -10,7 +10,7 @@ import pytest
 
 from memstore.recall.lexicon import lexicon
 from memstore.recall.offline import keyword_recall
-from memstore.storage.search import token_sequence
+from memstore.recall.tokens import token_sequence
 from memstore.storage.store import MemoryStore
 
 
@@ -67,7 +67,7 @@ def test_the_users_own_words_rank_above_an_equivalent(
 
     discounted = scores()
     assert list(discounted) == ["repo-backup", "repository-backup"]
-    monkeypatch.setattr("memstore.recall.EQUIVALENT_WEIGHT", 1.0)
+    monkeypatch.setattr("memstore.recall.offline.EQUIVALENT_WEIGHT", 1.0)
     in_full = scores()
     # The equivalent's share of the score is what the weight discounts.
     own = discounted["repo-backup"]
@@ -98,7 +98,7 @@ def test_the_longest_phrase_is_taken_and_each_once() -> None:
 
 @pytest.mark.parametrize("name", ["glossary_zh_en.tsv", "synonyms_en.txt"])
 def test_the_word_lists_are_well_formed(name: str) -> None:
-    text = resources.files("memstore").joinpath("data", name).read_text(encoding="utf-8")
+    text = resources.files("memstore.recall").joinpath("data", name).read_text(encoding="utf-8")
     lines = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
     assert len(lines) > 300
     keys = set()

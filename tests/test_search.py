@@ -104,7 +104,7 @@ def test_mixed_script_word_is_found(filled: MemoryStore) -> None:
 
 
 def test_index_tokens_are_the_tokens_of_the_index(store: MemoryStore) -> None:
-    from memstore.storage.search import TOKENIZE, index_tokens
+    from memstore.recall.tokens import TOKENIZE, index_tokens
 
     text = "Deploying the café's snake_case migrations 1.4.0, then 部署流程 again"
     store.create("tokens", "project", "a description", text)
@@ -127,14 +127,14 @@ def test_index_tokens_are_the_tokens_of_the_index(store: MemoryStore) -> None:
 
 
 def test_word_tokens_survive_the_cache_being_cleared(monkeypatch: pytest.MonkeyPatch) -> None:
-    import memstore.storage.search as search
+    import memstore.recall.tokens as tokens
 
     text = "how do we deploy to staging quickly"
-    expected = search.token_sequence(text)
+    expected = tokens.token_sequence(text)
     assert len(expected) == 7
     # A cache that fills up is cleared before the unseen words are added: the words seen
     # before must not come back empty.
-    monkeypatch.setattr(search, "STEM_CACHE_MAX", 8)
-    search.token_sequence("alpha beta gamma delta epsilon")
-    assert search.token_sequence(text + " zeta") == [*expected, "zeta"]
-    assert search.index_tokens(text + " eta") == frozenset([*expected, "eta"])
+    monkeypatch.setattr(tokens, "STEM_CACHE_MAX", 8)
+    tokens.token_sequence("alpha beta gamma delta epsilon")
+    assert tokens.token_sequence(text + " zeta") == [*expected, "zeta"]
+    assert tokens.index_tokens(text + " eta") == frozenset([*expected, "eta"])

@@ -22,7 +22,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 
-from memstore.storage.search import segment, token_sequence, token_words
+from memstore.recall.tokens import token_sequence, token_words
+from memstore.storage.search import segment
 
 # An entry's equivalents are searched as extra terms; a long list would flood the query.
 MAX_ALTERNATIVES = 4

@@ -25,16 +25,15 @@ from typing import TYPE_CHECKING, Any
 from memstore.errors import SemanticUnavailable
 from memstore.llm.client import ModelUnavailable, ask_text, small_model_name
 from memstore.recall.lexicon import lexicon
+from memstore.recall.tokens import index_tokens, token_sequence
 from memstore.storage.models import MemoryRecord, MemorySummary
 from memstore.storage.search import (
     ENGLISH_STOPWORDS,
     HAN_CHARACTERS,
     MAX_TERMS,
     fts_phrase,
-    index_tokens,
     is_content_term,
     term_occurrences,
-    token_sequence,
 )
 from memstore.storage.store import MemoryStore, SearchHit
 
