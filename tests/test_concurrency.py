@@ -37,7 +37,7 @@ def test_two_library_writers_on_a_fresh_database(tmp_path: Path) -> None:
     assert [w.returncode for w in writers] == [0, 0], errors
     with MemoryStore(db) as store:
         assert store.count() == 300
-        events = store.history()
+        events = store.history.events()
     assert len(events) == 300 + 2 * 30
     assert {e.actor for e in events} == {"alpha", "beta"}
 

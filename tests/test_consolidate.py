@@ -120,7 +120,7 @@ def test_a_merge_may_keep_a_source_name(
     outcome = consolidate_memories(store=filled, client=client)
     assert outcome.updated == ["user-tabs"] and outcome.deleted == ["user-indent"]
     assert filled.get("user-tabs").id == kept_id
-    deletion = [e for e in filled.history("user-indent") if e.operation == "delete"]
+    deletion = [e for e in filled.history.events("user-indent") if e.operation == "delete"]
     assert deletion[0].merged_into == kept_id
 
 
@@ -155,11 +155,11 @@ HOSTILE_PLANS: list[Any] = [
 def test_an_invalid_answer_changes_nothing(
     filled: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer, plan: Any
 ) -> None:
-    before, events = state(filled), len(filled.history())
+    before, events = state(filled), len(filled.history.events())
     anthropic_server.script(text_reply(plan if isinstance(plan, str) else json.dumps(plan)))
     with pytest.raises(ConsolidationRefused, match="not applied"):
         consolidate_memories(store=filled, client=client, confirmed=True)
-    assert state(filled) == before and len(filled.history()) == events
+    assert state(filled) == before and len(filled.history.events()) == events
 
 
 @pytest.mark.parametrize(
@@ -181,12 +181,14 @@ def test_an_empty_plan_changes_nothing_but_counts_as_a_run(
     for i in range(4):
         filled.create(f"extra-{i}", "project", "More", "b")
     assert consolidation_due(filled) is not None
-    before, events = state(filled), len(filled.history())
+    before, events = state(filled), len(filled.history.events())
     anthropic_server.script(plan_reply({"merge": [], "drop": []}))
     outcome = consolidate_memories(store=filled, client=client)
-    assert not outcome.applied and state(filled) == before and len(filled.history()) == events
+    assert (
+        not outcome.applied and state(filled) == before and len(filled.history.events()) == events
+    )
     # Recorded as a run without events, so the trigger waits for new changes.
-    last = filled.last_run("consolidation")
+    last = filled.history.last_run("consolidation")
     assert last is not None and last.id == outcome.run_id
     assert consolidation_due(filled) is None
 

@@ -70,9 +70,9 @@ def test_a_stated_preference_becomes_a_user_memory(
     assert "the tool returned 3,000 characters" in prompt
     assert "secret" in request["system"].lower()
     # The event records the actor and the chat session.
-    (event,) = store.history("user-indentation")
+    (event,) = store.history.events("user-indentation")
     assert event.actor == "extraction"
-    run = store.run(event.run_id)
+    run = store.history.run(event.run_id)
     assert run is not None and run.session_id == "s-1"
 
 
@@ -92,7 +92,7 @@ def test_a_changed_preference_updates_the_memory_instead_of_adding_a_twin(
     assert (
         "### user-indentation (user)\nAlways 4 spaces, never tabs\n" + PREFERENCE["body"] in prompt
     )
-    assert [e.operation for e in store.history("user-indentation")] == ["create", "update"]
+    assert [e.operation for e in store.history.events("user-indentation")] == ["create", "update"]
 
 
 SECRET_TEXTS = [
@@ -206,7 +206,7 @@ def test_empty_unparseable_or_failed_answers_write_nothing(
     anthropic_server.script(reply)
     result = extract_memories(turn("hi", "hello"), store=store, client=client)
     assert not result.changed and result.run_id is None
-    assert len(store.history()) == 1
+    assert len(store.history.events()) == 1
     if reply.status != 200 or "[]" not in json.dumps(reply.body):
         assert result.failure
 

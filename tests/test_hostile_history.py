@@ -228,14 +228,14 @@ def test_purge_erases_content_and_keeps_every_event(tmp_path: Path, memctl: Memc
 def test_purged_content_cannot_come_back(tmp_path: Path) -> None:
     with MemoryStore(tmp_path / "m.db") as store:
         store.create("leak", "project", "Keys", LEAK, allow_secrets=True)
-        created = store.history("leak")[0].run_id
+        created = store.history.events("leak")[0].run_id
         store.delete("leak")
         store.purge("leak")
         with pytest.raises(NothingToRestore, match="purged"):
             store.restore("leak")
         with pytest.raises(CannotUndo, match="purged"):
             undo_run(store, created)
-        assert store.verify_history().events == 2
+        assert store.history.verify().events == 2
 
 
 def test_migration_backfills_the_chain(tmp_path: Path, memctl: MemctlRunner) -> None:
@@ -246,9 +246,9 @@ def test_migration_backfills_the_chain(tmp_path: Path, memctl: MemctlRunner) -> 
     assert "hash" not in [c[1] for c in connection.execute("PRAGMA table_info(memory_event)")]
     connection.close()
     with MemoryStore(db) as store:  # opening migrates and hashes the existing events
-        assert store.verify_history().events == 4
+        assert store.history.verify().events == 4
         store.create("third", "project", "Third", "three")
-        assert store.verify_history().events == 5
+        assert store.history.verify().events == 5
     code, out, _ = verify(memctl, db)
     assert code == 0 and "5 events" in out
 
@@ -258,4 +258,4 @@ def test_verify_raises_a_typed_error(tmp_path: Path) -> None:
     filled(db)
     _edit_actor(plain(db))
     with MemoryStore(db) as store, pytest.raises(HistoryTampered, match="event 2"):
-        store.verify_history()
+        store.history.verify()

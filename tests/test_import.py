@@ -109,7 +109,7 @@ def test_reimporting_the_same_folder_changes_nothing(store: MemoryStore, tmp_pat
     write(folder / "feedback_testing.md", CLAUDE_CODE_NESTED)
     write(folder / "messy.md", "---\nname: A free text name\ntype: project\n---\nSome body\n")
     import_memories(store, folder)
-    events_after_first = len(store.history())
+    events_after_first = len(store.history.events())
     rows_after_first = database_rows(store)
     assert events_after_first == 3
 
@@ -118,7 +118,7 @@ def test_reimporting_the_same_folder_changes_nothing(store: MemoryStore, tmp_pat
     assert report.created == [] and report.updated == []
     assert sorted(report.unchanged) == sorted(m.name for m in store.memories())
     assert report.run_id is None
-    assert len(store.history()) == events_after_first
+    assert len(store.history.events()) == events_after_first
     assert event_count(store) == events_after_first
     assert database_rows(store) == rows_after_first
 
@@ -540,18 +540,18 @@ def test_dry_run_reports_but_changes_nothing(store: MemoryStore, seeded: Path) -
 
 
 def test_import_records_its_events_under_one_run(store: MemoryStore, seeded: Path) -> None:
-    events_before = len(store.history())
+    events_before = len(store.history.events())
 
     report = import_memories(store, seeded)
 
-    events = store.history()[events_before:]
+    events = store.history.events()[events_before:]
     assert sorted((e.operation, e.memory_name) for e in events) == [
         ("create", "new-one"),
         ("update", "prefers-uv"),
     ]
     assert {e.actor for e in events} == {"import"}
     assert {e.run_id for e in events} == {report.run_id}
-    run = store.run(report.run_id or "")
+    run = store.history.run(report.run_id or "")
     assert run is not None and run.actor == "import"
     (update,) = [e for e in events if e.operation == "update"]
     assert update.old_value and update.old_value["body"] == "Use uv."
@@ -626,7 +626,7 @@ def test_cli_dry_run(memctl: MemctlRunner, tmp_path: Path) -> None:
     assert "create  good" in result.stdout
     with cli_store(tmp_path) as store:
         assert store.count() == 0
-        assert store.history() == []
+        assert store.history.events() == []
 
 
 def test_cli_default_type(memctl: MemctlRunner, tmp_path: Path) -> None:

@@ -540,7 +540,7 @@ def test_undo_and_restore_cannot_bring_a_refused_text_back(store: MemoryStore) -
     store.create("wifi", "user", "Wifi", leak, allow_secrets=True)
     with store.transaction() as tx:
         tx.update(tx.get("wifi"), body="ask the office manager")
-    cleaned = store.history("wifi")[-1].run_id
+    cleaned = store.history.events("wifi")[-1].run_id
     with pytest.raises(SecretRefused):
         undo_run(store, cleaned)
     assert store.get("wifi").body == "ask the office manager"

@@ -26,7 +26,7 @@ def add_tabs(store: MemoryStore) -> None:
 
 
 def events(store: MemoryStore) -> list[tuple[str, str, str]]:
-    return [(e.operation, e.memory_name, e.actor) for e in store.history()]
+    return [(e.operation, e.memory_name, e.actor) for e in store.history.events()]
 
 
 def test_create_and_read_back(store: MemoryStore) -> None:
@@ -62,7 +62,7 @@ def test_invalid_input_names_field_and_rule(
         store.create(**values)
     assert raised.value.field == field
     assert rule in str(raised.value)
-    assert store.memories() == [] and store.history() == []
+    assert store.memories() == [] and store.history.events() == []
 
 
 def test_names_are_unique_among_live_memories(store: MemoryStore) -> None:
@@ -77,7 +77,7 @@ def test_names_are_unique_among_live_memories(store: MemoryStore) -> None:
 def test_update_records_old_and_new_values(store: MemoryStore) -> None:
     add_tabs(store)
     store.update("user-preference-tabs", description="Four spaces, always")
-    event = store.history()[-1]
+    event = store.history.events()[-1]
     assert event.operation == "update"
     assert event.old_value is not None and event.new_value is not None
     assert event.old_value["description"] == "User wants 4-space indentation, never tabs"
@@ -88,7 +88,7 @@ def test_update_records_old_and_new_values(store: MemoryStore) -> None:
 def test_update_with_no_change_records_nothing(store: MemoryStore) -> None:
     add_tabs(store)
     store.update("user-preference-tabs", type="user")
-    assert len(store.history()) == 1
+    assert len(store.history.events()) == 1
 
 
 def test_rename_keeps_history_together(store: MemoryStore) -> None:
@@ -96,8 +96,11 @@ def test_rename_keeps_history_together(store: MemoryStore) -> None:
     store.update("user-preference-tabs", new_name="indentation")
     with pytest.raises(MemoryNotFound):
         store.get("user-preference-tabs")
-    assert [e.operation for e in store.history("user-preference-tabs")] == ["create", "update"]
-    assert [e.operation for e in store.history("indentation")] == ["create", "update"]
+    assert [e.operation for e in store.history.events("user-preference-tabs")] == [
+        "create",
+        "update",
+    ]
+    assert [e.operation for e in store.history.events("indentation")] == ["create", "update"]
 
 
 def test_delete_and_restore(store: MemoryStore) -> None:
@@ -110,7 +113,7 @@ def test_delete_and_restore(store: MemoryStore) -> None:
     restored = store.restore("user-preference-tabs")
     assert restored.body.startswith("The user asked")
     assert [h.memory.name for h in store.search("tabs")] == ["user-preference-tabs"]
-    assert [e.operation for e in store.history()] == ["create", "delete", "restore"]
+    assert [e.operation for e in store.history.events()] == ["create", "delete", "restore"]
 
 
 def test_restore_refuses_when_name_is_live_or_never_deleted(store: MemoryStore) -> None:
@@ -130,7 +133,7 @@ def test_failed_transaction_leaves_store_unchanged(store: MemoryStore) -> None:
         tx.delete(tx.get("user-preference-tabs"))
         tx.create("second", "nonsense-type", "d", "b")
     assert [m.name for m in store.memories()] == ["user-preference-tabs"]
-    assert len(store.history()) == 1
+    assert len(store.history.events()) == 1
     assert store.search("rolled") == []
 
 
@@ -138,9 +141,9 @@ def test_events_of_one_transaction_share_a_run(store: MemoryStore) -> None:
     with store.transaction(actor="import", command="memctl import x") as tx:
         tx.create("one", "user", "first", "b")
         tx.create("two", "user", "second", "b")
-    history = store.history()
+    history = store.history.events()
     assert {e.run_id for e in history} == {history[0].run_id}
-    run = store.run(history[0].run_id)
+    run = store.history.run(history[0].run_id)
     assert run is not None and run.actor == "import" and run.command == "memctl import x"
 
 
@@ -221,7 +224,7 @@ def test_stale_records_are_not_trusted(store: MemoryStore) -> None:
         tx.restore("note")
     memory = store.get("note")
     assert (memory.description, memory.body) == ("two", "new body")
-    assert [e.operation for e in store.history()] == [
+    assert [e.operation for e in store.history.events()] == [
         "create",
         "update",
         "update",
@@ -246,4 +249,4 @@ def test_failure_while_writing_rolls_everything_back(store: MemoryStore) -> None
         store.get("user-preference-tabs").description
         == "User wants 4-space indentation, never tabs"
     )
-    assert len(store.history()) == 1 and store.count() == 1
+    assert len(store.history.events()) == 1 and store.count() == 1

@@ -568,14 +568,14 @@ def history(
     """The audit log: every change, oldest first."""
     if verify:
         with _store(read_only=True) as store:
-            report = store.verify_history()
+            report = store.history.verify()
         print(f"history verified: {report.events} events, chain head {report.head}")
         return
     if runs:
         if name is not None:
             fail("--runs lists every run; leave out the name")
         with _store(read_only=True) as store:
-            rows = store.runs(limit)
+            rows = store.history.runs(limit)
         if json:
             print_json(rows)
         elif rows:
@@ -610,7 +610,7 @@ def history(
             _err("no runs yet")
         return
     with _store(read_only=True) as store:
-        events = store.history(name, limit)
+        events = store.history.events(name, limit)
     if json:
         print_json([event_as_dict(e) for e in events])
     elif events:
@@ -636,7 +636,7 @@ def purge(
 
     with _store(actor="purge") as store:
         store.command += f" (by {getpass.getuser()})"
-        events = store.history(name)
+        events = store.history.events(name)
         if not events:
             fail(f"no history for {name!r}")
         if not yes:
@@ -800,7 +800,7 @@ def _undo(store: MemoryStore, run: str | None, directory: Path) -> None:
     if run is None:
         candidates = [
             row["run_id"]
-            for row in store.runs()
+            for row in store.history.runs()
             if row["actor"] == ACTOR and row["events"] and not row["undone_by"]
         ]
         if not candidates:

@@ -138,7 +138,7 @@ def consolidation_due(
     count = store.count()
     if count < threshold:
         return None
-    last = store.last_run(ACTOR)
+    last = store.history.last_run(ACTOR)
     since = None if last is None else last.started_at
     # The store as the last run left it: counted after its changes, not before them.
     finished = None if last is None else store.run_finished_at(last.id)

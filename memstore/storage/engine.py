@@ -11,8 +11,9 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import JSON, Connection, Engine, Table, create_engine, event
 
@@ -104,6 +105,18 @@ def to_json(value: Any) -> str | None:
 def writer(engine: Engine) -> Engine:
     """The same engine, but its transactions start with BEGIN IMMEDIATE."""
     return engine.execution_options(sqlite_begin="IMMEDIATE")
+
+
+@contextmanager
+def dbapi_connection(engine: Engine) -> Iterator[sqlite3.Connection]:
+    """A pooled DBAPI connection, for what SQLAlchemy cannot say (FTS5 queries, PRAGMAs)
+    or says too slowly (a hot single statement, whose per-call overhead was most of its
+    latency)."""
+    pooled = engine.raw_connection()
+    try:
+        yield cast(sqlite3.Connection, pooled.driver_connection)
+    finally:
+        pooled.close()  # back to the pool
 
 
 def stored_revision(engine: Engine) -> str | None:

@@ -6,32 +6,35 @@ import json
 import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, RowMapping, bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
-from sqlmodel import Session, col
-from sqlmodel import select as orm_select
 
 from memstore.errors import (
     MemoryExists,
     MemoryNotFound,
     NothingToRestore,
-    RunNotFound,
     SecretRefused,
     StoreUnavailable,
 )
 from memstore.storage import chain
-from memstore.storage.engine import BUSY_TIMEOUT_MS, insert_rows, open_database, to_json, writer
+from memstore.storage.engine import (
+    BUSY_TIMEOUT_MS,
+    dbapi_connection,
+    insert_rows,
+    open_database,
+    to_json,
+    writer,
+)
+from memstore.storage.history import History
 from memstore.storage.models import (
-    MemoryEvent,
     MemoryRecord,
     MemorySummary,
     Operation,
-    Run,
     memory_event_table,
     memory_table,
     run_table,
@@ -498,6 +501,7 @@ class MemoryStore:
         self.command = command
         self.engine = open_database(self.path, create=create)
         self._writer = writer(self.engine)
+        self.history = History(self.engine)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -605,11 +609,6 @@ class MemoryStore:
             ).fetchone()[0]
         return PurgeReport(run_id, len(memories), int(events or 0))
 
-    def verify_history(self) -> chain.ChainReport:
-        """Recompute the history's hash chain; HistoryTampered says where it breaks."""
-        with self._sqlite() as connection:
-            return chain.verify(connection)
-
     # -- reads ------------------------------------------------------------------------------
 
     def find(self, name: str) -> MemoryRecord | None:
@@ -638,82 +637,6 @@ class MemoryStore:
     def count(self) -> int:
         with self.engine.connect() as connection:
             return connection.execute(select(func.count()).where(_LIVE)).scalar_one()
-
-    def history(self, name: str | None = None, limit: int | None = None) -> list[MemoryEvent]:
-        """Events, oldest first; for a name, every event of any memory that ever had it."""
-        with Session(self.engine) as session:
-            query = orm_select(MemoryEvent)
-            if name is not None:
-                ids = orm_select(MemoryEvent.memory_id).where(MemoryEvent.memory_name == name)
-                query = query.where(col(MemoryEvent.memory_id).in_(ids))
-            query = query.order_by(col(MemoryEvent.id).desc())
-            if limit is not None:
-                query = query.limit(limit)
-            return list(reversed(session.exec(query).all()))
-
-    def run(self, run_id: str) -> Run | None:
-        with Session(self.engine) as session:
-            return session.get(Run, run_id)
-
-    def run_events(self, run_id: str) -> list[MemoryEvent]:
-        """The events of one run, in the order they were written."""
-        with Session(self.engine) as session:
-            query = (
-                orm_select(MemoryEvent)
-                .where(MemoryEvent.run_id == run_id)
-                .order_by(col(MemoryEvent.id))
-            )
-            return list(session.exec(query).all())
-
-    def events_after(self, event_id: int, memory_ids: Sequence[int]) -> list[MemoryEvent]:
-        """Events newer than `event_id` of any of the memories `memory_ids`."""
-        found: list[MemoryEvent] = []
-        with Session(self.engine) as session:
-            for start in range(0, len(memory_ids), 500):
-                query = orm_select(MemoryEvent).where(
-                    col(MemoryEvent.id) > event_id,
-                    col(MemoryEvent.memory_id).in_(memory_ids[start : start + 500]),
-                )
-                found.extend(session.exec(query).all())
-        return found
-
-    def find_run(self, prefix: str) -> Run:
-        """The run whose id is or starts with `prefix` (history shows the first 8 characters)."""
-        with Session(self.engine) as session:
-            runs = session.exec(
-                orm_select(Run).where(col(Run.id).startswith(prefix, autoescape=True)).limit(2)
-            ).all()
-        if not prefix or not runs:
-            raise RunNotFound(f"no run {prefix!r}")
-        if len(runs) > 1:
-            raise RunNotFound(f"several runs start with {prefix!r}; give more of the id")
-        return runs[0]
-
-    def last_run(self, actor: str) -> Run | None:
-        query = (
-            select(run_table)
-            .where(run_table.c.actor == actor)
-            .order_by(run_table.c.started_at.desc(), run_table.c.id.desc())
-            .limit(1)
-        )
-        with self.engine.connect() as connection:
-            row = connection.execute(query).mappings().first()
-        return None if row is None else Run(**row)
-
-    def undo_of(self, run_id: str) -> Run | None:
-        """The run that undid `run_id`, if one did."""
-        with Session(self.engine) as session:
-            return session.exec(orm_select(Run).where(Run.undoes == run_id).limit(1)).first()
-
-    def runs(self, limit: int | None = None) -> list[dict[str, Any]]:
-        """Rows of the run_summary view, oldest first (the last `limit` runs)."""
-        query = "SELECT * FROM run_summary ORDER BY started_at DESC, run_id DESC"
-        with self._sqlite() as connection:
-            cursor = connection.execute(
-                query + (" LIMIT ?" if limit else ""), (limit,) if limit else ()
-            )
-            columns = [d[0] for d in cursor.description]
-            return [dict(zip(columns, row, strict=True)) for row in reversed(cursor.fetchall())]
 
     def run_finished_at(self, run_id: str) -> str | None:
         """When the run's changes were made (its last event), or when it started if it
@@ -845,15 +768,8 @@ class MemoryStore:
             finally:
                 connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
-    @contextmanager
-    def _sqlite(self) -> Iterator[sqlite3.Connection]:
-        """A pooled DBAPI connection: FTS queries are single statements, and SQLAlchemy's
-        per-call overhead was most of their latency."""
-        pooled = self.engine.raw_connection()
-        try:
-            yield cast(sqlite3.Connection, pooled.driver_connection)
-        finally:
-            pooled.close()  # back to the pool
+    def _sqlite(self) -> AbstractContextManager[sqlite3.Connection]:
+        return dbapi_connection(self.engine)
 
     def summaries(self, type: str | None = None) -> list[MemorySummary]:
         """Name, type and description of the live memories, by name: cheaper than memories()."""

@@ -33,7 +33,7 @@ def undo_run(store: MemoryStore, run_id: str) -> UndoResult:
     Refused, changing nothing, when the run was undone already, changed nothing, or when a
     memory it touched has changed since: undoing then would lose that later change.
     """
-    run = store.find_run(run_id)
+    run = store.history.find_run(run_id)
     short = run.id[:8]
     result = UndoResult(run)
     with store.transaction(
@@ -41,10 +41,10 @@ def undo_run(store: MemoryStore, run_id: str) -> UndoResult:
     ) as tx:
         # Checked inside the transaction, which holds the write lock: nothing can change
         # between these checks and the undo.
-        undone_by = store.undo_of(run.id)
+        undone_by = store.history.undo_of(run.id)
         if undone_by is not None:
             raise CannotUndo(f"run {short} was already undone by run {undone_by.id[:8]}")
-        events = store.run_events(run.id)
+        events = store.history.run_events(run.id)
         if not events:
             raise CannotUndo(f"run {short} changed no memory")
         if any(is_purged(e.old_value) or is_purged(e.new_value) for e in events):
@@ -95,4 +95,4 @@ def _changed_after(store: MemoryStore, events: list[MemoryEvent]) -> list[str]:
     """Names of the run's memories that have events after the run's last one."""
     last = max(event.id or 0 for event in events)
     touched = sorted({event.memory_id for event in events})
-    return sorted({event.memory_name for event in store.events_after(last, touched)})
+    return sorted({event.memory_name for event in store.history.events_after(last, touched)})
