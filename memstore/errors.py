@@ -175,3 +175,16 @@ class NoDatabase(MemstoreError):
 
 class DatabaseCorrupt(StoreUnavailable):
     """SQLite reports the database file as damaged (corrupted pages)."""
+
+
+class UnreadableFile(ValueError):
+    """The text is not a memory file; the message says why. A ValueError, not a
+    MemstoreError: the importer turns it into a FileProblem of that file, never a failure."""
+
+
+class InvalidSettings(MemstoreError):
+    """The settings file cannot be read, or holds a rule that is not understood."""
+
+
+class SessionNotFound(MemstoreError):
+    """No saved chat session has the given id (or id prefix), or several do."""

@@ -304,11 +304,8 @@ def _edit_in_editor(
     import subprocess
     import tempfile
 
-    from memstore.files.format import (
-        UnreadableFile,
-        parse_memory_text,
-        render_memory_file,
-    )
+    from memstore.errors import UnreadableFile
+    from memstore.files.format import parse_memory_text, render_memory_file
 
     opened = store.get(name)
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"

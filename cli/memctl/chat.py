@@ -25,7 +25,7 @@ from memstore.agent.compact import CompactionSettings
 from memstore.agent.loop import Agent, AgentFailed, SessionFiles
 from memstore.agent.memory import AgentMemory
 from memstore.agent.tools import ToolResult, Workspace
-from memstore.errors import MemstoreError
+from memstore.errors import MemstoreError, SessionNotFound
 from memstore.llm.client import Usage
 from memstore.recall.vectors import SemanticIndex
 from memstore.storage.store import MemoryStore
@@ -173,10 +173,6 @@ def find_session(sessions: Path, wanted: str) -> Path:
     if wanted != "last" and len(found) > 1:
         raise SessionNotFound(f"several sessions start with {wanted!r}; give more of the id")
     return found[-1]
-
-
-class SessionNotFound(MemstoreError):
-    pass
 
 
 def new_session_id() -> str:

@@ -31,7 +31,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from memstore.errors import MemstoreError
+from memstore.errors import InvalidSettings
 
 # The command-line flag of the opt-out, named here so that refusals can mention it.
 SKIP_FLAG = "--dangerously-skip-approvals"
@@ -63,10 +63,6 @@ class Decision:
 
 
 Approver = Callable[[ToolRequest], Decision]
-
-
-class InvalidSettings(MemstoreError):
-    """The settings file cannot be read, or holds a rule that is not understood."""
 
 
 @dataclass(frozen=True)

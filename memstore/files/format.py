@@ -17,6 +17,7 @@ import frontmatter
 import yaml
 from frontmatter.default_handlers import YAMLHandler
 
+from memstore.errors import UnreadableFile
 from memstore.storage.models import MemoryRecord, MemorySummary, MemoryType
 from memstore.storage.validation import normalize_newlines
 
@@ -94,10 +95,6 @@ class ParsedFile:
     body: str
     # Set when strict YAML failed and the line-by-line reading was used.
     lenient_yaml: bool = False
-
-
-class UnreadableFile(ValueError):
-    """The text is not a memory file; the message says why."""
 
 
 def parse_memory_text(text: str) -> ParsedFile:

@@ -24,6 +24,7 @@ from memstore.errors import (
     ImportRejected,
     InvalidMemory,
     SecretRefused,
+    UnreadableFile,
 )
 from memstore.files.export_state import (
     FileState,
@@ -34,7 +35,7 @@ from memstore.files.export_state import (
     remember_files,
     sha256,
 )
-from memstore.files.format import INDEX_FILE_NAME, UnreadableFile, parse_memory_text, synced_extra
+from memstore.files.format import INDEX_FILE_NAME, parse_memory_text, synced_extra
 from memstore.storage.models import MemoryRecord
 from memstore.storage.store import MemoryStore
 from memstore.storage.validation import (

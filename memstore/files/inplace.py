@@ -12,8 +12,8 @@ import re
 
 import yaml
 
-from memstore.errors import InvalidMemory
-from memstore.files.format import UnreadableFile, render_memory_file
+from memstore.errors import InvalidMemory, UnreadableFile
+from memstore.files.format import render_memory_file
 from memstore.files.importer import ImportItem, read_memory_bytes, says_version
 from memstore.storage.models import MemoryRecord
 
