@@ -299,7 +299,7 @@ def bench_startup(work: Path, count: int, runs: int) -> None:
     with fresh_store(db) as store:
         import_memories(store, files)
     env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200"}
-    env.pop("MEMCTL_DB", None)
+    env.pop("MEMSTORE_DB", None)
     memctl = memctl_command()
     commands = {
         "bare": [sys.executable, "-c", "import sqlmodel, typer"],

@@ -65,7 +65,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def _workspaces_inside_the_test_folders(tmp_path_factory: pytest.TempPathFactory) -> None:
     """memctl finds its workspace upward from the current folder: a test's must never be a
     stray /tmp/.memory. Every memctl a test starts inherits the ceiling."""
-    os.environ["MEMCTL_CEILING_DIRECTORIES"] = str(tmp_path_factory.getbasetemp())
+    os.environ["MEMSTORE_CEILING_DIRECTORIES"] = str(tmp_path_factory.getbasetemp())
 
 
 @pytest.fixture(autouse=True)
@@ -113,7 +113,8 @@ def memctl(tmp_path: Path) -> MemctlRunner:
         cwd: Path | None = None,
     ) -> subprocess.CompletedProcess[str]:
         environment = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200"}
-        environment.pop("MEMCTL_DB", None)
+        for variable in ("MEMSTORE_DB", "MEMCTL_DB", "MEMCTL_CEILING_DIRECTORIES"):
+            environment.pop(variable, None)
         environment.update(env or {})
         return subprocess.run(
             [sys.executable, "-m", "memctl", *args],

@@ -37,7 +37,7 @@ class Terminal:
         controller, program_side = os.openpty()
         fcntl.ioctl(program_side, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
         environment = {**os.environ, "TERM": "xterm-256color", **env}
-        environment.pop("MEMCTL_DB", None)
+        environment.pop("MEMSTORE_DB", None)
         environment.pop("NO_COLOR", None)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "memctl", *args],

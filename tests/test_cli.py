@@ -124,11 +124,50 @@ def test_rm_restore_history(memctl: MemctlRunner) -> None:
 
 def test_db_option_and_environment(memctl: MemctlRunner, tmp_path: Path) -> None:
     db = tmp_path / "elsewhere" / "mem.db"
-    add = memctl("add", "a-note", "-t", "project", "-d", "d", "-b", "b", env={"MEMCTL_DB": str(db)})
+    add = memctl(
+        "add", "a-note", "-t", "project", "-d", "d", "-b", "b", env={"MEMSTORE_DB": str(db)}
+    )
     assert add.returncode == 0, add.stderr
+    assert add.stderr == "added a-note\n"
     assert db.exists() and not (tmp_path / ".memory").exists()
     assert "a-note" in memctl("--db", str(db), "list").stdout
-    assert memctl("path", env={"MEMCTL_DB": str(db)}).stdout.strip() == str(db)
+    shown = memctl("path", env={"MEMSTORE_DB": str(db)})
+    assert shown.stdout.strip() == str(db)
+    assert "(given by --db or MEMSTORE_DB)" in shown.stderr
+
+
+def test_old_variable_names_work_with_a_note(memctl: MemctlRunner, tmp_path: Path) -> None:
+    db = tmp_path / "elsewhere" / "mem.db"
+    old = {"MEMCTL_DB": str(db)}
+    add = memctl("add", "a-note", "-t", "project", "-d", "d", "-b", "b", env=old)
+    assert add.returncode == 0, add.stderr
+    assert db.exists() and not (tmp_path / ".memory").exists()
+    assert add.stderr == (
+        "memctl: MEMCTL_DB is deprecated: set MEMSTORE_DB instead (the old name goes in a later"
+        " release)\nadded a-note\n"
+    )
+    # The command line still wins over it, before or after the command name.
+    other = tmp_path / "other.db"
+    assert memctl("--db", str(other), "path", env=old).stdout.strip() == str(other)
+    assert memctl("path", "--db", str(other), env=old).stdout.strip() == str(other)
+    # Where the new name is set too, it wins, without a word.
+    both = memctl("path", env={**old, "MEMSTORE_DB": str(other)})
+    assert both.stdout.strip() == str(other) and "deprecated" not in both.stderr
+    assert "deprecated" not in memctl("path").stderr
+
+
+def test_old_ceiling_variable_works_with_a_note(memctl: MemctlRunner, tmp_path: Path) -> None:
+    (tmp_path / ".memory").mkdir()
+    below = tmp_path / "project" / "src"
+    below.mkdir(parents=True)
+    for variable in ("MEMSTORE_CEILING_DIRECTORIES", "MEMCTL_CEILING_DIRECTORIES"):
+        # (An empty variable counts as not set: the tests' own ceiling is set by the new name.)
+        ceiling = {"MEMSTORE_CEILING_DIRECTORIES": "", variable: str(tmp_path / "project")}
+        shown = memctl("path", env=ceiling, cwd=below)
+        assert shown.stdout.strip() == str(below / ".memory" / "memstore.db"), shown.stderr
+        noted = f"memctl: {variable} is deprecated: set MEMSTORE_CEILING_DIRECTORIES instead"
+        assert (noted in shown.stderr) == variable.startswith("MEMCTL_")
+        assert shown.stderr.count("deprecated") == (1 if variable.startswith("MEMCTL_") else 0)
 
 
 def test_export_index_and_conflict(memctl: MemctlRunner, tmp_path: Path) -> None:

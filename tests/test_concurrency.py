@@ -47,7 +47,7 @@ def test_two_memctl_add_loops(tmp_path: Path) -> None:
         'for i in $(seq 1 6); do "$PY" -m memctl add "$P-$i" -t project -d "from $P" -b "note $i"'
         " || exit 1; done"
     )
-    env = {**os.environ, "PY": sys.executable, "MEMCTL_DB": str(tmp_path / "m.db")}
+    env = {**os.environ, "PY": sys.executable, "MEMSTORE_DB": str(tmp_path / "m.db")}
     loops = [
         subprocess.Popen(
             ["bash", "-c", loop],

@@ -175,7 +175,7 @@ def start_memctl(tmp_path: Path) -> Iterator[Callable[..., Launcher]]:
 
     def start(env: dict[str, str] | None = None, preload: tuple[str, ...] = ()) -> Launcher:
         environment = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200", **(env or {})}
-        environment.pop("MEMCTL_DB", None)
+        environment.pop("MEMSTORE_DB", None)
         modules = ["memctl.app", "memstore.files.exporter", *preload]
         launcher: Launcher = (
             ColdStart(tmp_path, environment) if COLD else Zygote(tmp_path, environment, modules)

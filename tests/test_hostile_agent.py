@@ -227,9 +227,12 @@ def test_the_settings_file_is_the_users_not_the_workspaces(
     monkeypatch.chdir(tmp_path)
     (tmp_path / ".memory").mkdir()
     (tmp_path / ".memory" / "settings.toml").write_text('[chat]\nallow = ["bash"]\n')
-    from memstore.agent.approval import settings_path
+    from memstore.settings import Settings
 
-    assert settings_path() == tmp_path / "config" / "memstore" / "settings.toml"
+    assert (
+        Settings.from_environment().settings_file
+        == tmp_path / "config" / "memstore" / "settings.toml"
+    )
     assert load_allow_rules() == []
 
 

@@ -216,7 +216,7 @@ def test_two_memctl_exports_at_once_end_cleanly(memctl: MemctlRunner, tmp_path: 
     with MemoryStore(tmp_path / ".memory" / "memstore.db") as store:
         fill(store, 200)
     environment = {**os.environ, "NO_COLOR": "1"}
-    environment.pop("MEMCTL_DB", None)
+    environment.pop("MEMSTORE_DB", None)
     runs = [
         subprocess.Popen(
             [sys.executable, "-m", "memctl", "export"],
@@ -259,7 +259,7 @@ def test_export_on_a_full_disk_leaves_the_folder_consistent_and_recovers(
         store.delete("note-2")
         store.create("big", "project", "too big to write", "x" * (FILE_SIZE_LIMIT + 1000))
     environment = {**os.environ, "NO_COLOR": "1"}
-    environment.pop("MEMCTL_DB", None)
+    environment.pop("MEMSTORE_DB", None)
     failed = subprocess.run(
         [sys.executable, "-m", "memctl", "export"],
         cwd=tmp_path,

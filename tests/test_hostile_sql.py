@@ -36,8 +36,8 @@ def one_line_error(done: subprocess.CompletedProcess[str], text: str) -> None:
 
 
 def memctl_process(tmp_path: Path, *args: str, **kwargs: object) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "NO_COLOR": "1", "MEMCTL_CEILING_DIRECTORIES": str(tmp_path.parent)}
-    env.pop("MEMCTL_DB", None)
+    env = {**os.environ, "NO_COLOR": "1", "MEMSTORE_CEILING_DIRECTORIES": str(tmp_path.parent)}
+    env.pop("MEMSTORE_DB", None)
     return subprocess.Popen(
         [sys.executable, "-m", "memctl", *args],
         cwd=tmp_path,
@@ -219,7 +219,7 @@ def test_read_only_filesystem(memctl: MemctlRunner, tmp_path: Path) -> None:
 
     def read_only(*args: str) -> subprocess.CompletedProcess[str]:
         script = 'mount --bind -o ro "$1" "$1" && shift && exec "$@"'
-        env = {**os.environ, "MEMCTL_CEILING_DIRECTORIES": str(tmp_path.parent)}
+        env = {**os.environ, "MEMSTORE_CEILING_DIRECTORIES": str(tmp_path.parent)}
         mount = ["unshare", "-m", "sh", "-c", script, "sh", str(memory)]
         return subprocess.run(
             [*mount, sys.executable, "-m", "memctl", *args],

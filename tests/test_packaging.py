@@ -113,7 +113,7 @@ def wheel_site(wheel: Path) -> Path:
 
 def _site_env(site: Path | None) -> dict[str, str]:
     environment = {**os.environ, "NO_COLOR": "1"}
-    environment.pop("MEMCTL_DB", None)
+    environment.pop("MEMSTORE_DB", None)
     if site is not None:
         environment["PYTHONPATH"] = str(site)
     return environment
@@ -338,7 +338,11 @@ def test_the_readmes_first_command_ends_in_the_chat_agent(tmp_path: Path) -> Non
     install = "python3 -m venv .venv && . .venv/bin/activate && pip install . && "
     assert command.startswith(install) and command.endswith("&& memctl chat")
     shutil.copytree(ROOT / "examples", tmp_path / "examples")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MEMCTL_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("ANTHROPIC_", "MEMCTL_", "MEMSTORE_DB", "MEMSTORE_CEILING"))
+    }
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     done = subprocess.run(
         ["bash", "-c", command.removeprefix(install)],

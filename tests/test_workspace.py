@@ -138,8 +138,8 @@ def test_db_option_before_or_after_the_command(memctl: MemctlRunner, tmp_path: P
     assert names("list", "--json", "--db", str(first)) == ["in-first"]
     assert names("--db", str(first), "list", "--json") == ["in-first"]
     assert names("--db", str(first), "list", "--json", "--db", str(second)) == ["in-second"]
-    # The command line wins over MEMCTL_DB, before or after the command name.
-    env = {"MEMCTL_DB": str(first)}
+    # The command line wins over MEMSTORE_DB, before or after the command name.
+    env = {"MEMSTORE_DB": str(first)}
     assert names("list", "--json", "--db", str(second), env=env) == ["in-second"]
     assert names("--db", str(second), "list", "--json", env=env) == ["in-second"]
     assert names("list", "--json", env=env) == ["in-first"]

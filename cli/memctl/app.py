@@ -37,6 +37,12 @@ from memstore.errors import (
     SecretRefused,
     SemanticUnavailable,
 )
+from memstore.settings import (
+    CONTEXT_TOKENS_VARIABLE,
+    DB_VARIABLE,
+    DEFAULT_CONTEXT_TOKENS,
+    Settings,
+)
 from memstore.storage.models import MemoryRecord
 from memstore.storage.store import MemoryStore
 from memstore.storage.workspace import Workspace, find_workspace, workspace_of_database
@@ -48,24 +54,28 @@ class State:
     """Where this command's memory is: set while the command line is parsed (_set_db)."""
 
     db: Path = Path(DEFAULT_DIRECTORY) / "memstore.db"
-    db_given = False  # by --db or MEMCTL_DB
+    db_given = False  # by --db or MEMSTORE_DB
     workspace = Workspace(Path("."), "")
+    settings: Settings  # the environment's, read as the command line is parsed
 
 
 def _set_db(value: Path | None) -> Path | None:
     if value is None and State.db_given:
         return value  # given before the command name, not repeated after it
-    found = find_workspace(Path.cwd())
-    State.db_given = value is not None
-    State.db = Path(os.path.abspath(value)) if value is not None else found.database
-    State.workspace = (workspace_of_database(State.db) if value is not None else None) or found
+    State.settings = Settings.from_environment()
+    # The settings hold a database given by an old variable name (Click reads the new one).
+    given = value if value is not None else State.settings.db
+    found = find_workspace(Path.cwd(), ceilings=State.settings.ceiling_directories)
+    State.db_given = given is not None
+    State.db = Path(os.path.abspath(given)) if given is not None else found.database
+    State.workspace = (workspace_of_database(State.db) if given is not None else None) or found
     return value
 
 
 class _DbGroup(TyperGroup):
     """The app's command group. Its --db option (configure's) is copied onto every command
     below it, so that --db goes before or after the command name with one definition; only
-    the app's own reads MEMCTL_DB, so the environment never overrides a --db given first."""
+    the app's own reads MEMSTORE_DB, so the environment never overrides a --db given first."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -187,7 +197,7 @@ def configure(
         Path | None,
         typer.Option(
             "--db",
-            envvar="MEMCTL_DB",
+            envvar=DB_VARIABLE,
             callback=_set_db,
             help="The database file (default: .memory/memstore.db of the workspace, found"
             " upward from the current folder as git finds a repository). Before or after"
@@ -308,7 +318,7 @@ def _edit_in_editor(
     from memstore.files.format import parse_memory_text, render_memory_file
 
     opened = store.get(name)
-    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    editor = State.settings.editor
     folder = Path(tempfile.mkdtemp(prefix="memctl-edit-"))
     path = folder / f"{name}.md"
     path.write_text(render_memory_file(opened), encoding="utf-8")
@@ -677,11 +687,11 @@ def chat(
         int,
         typer.Option(
             "--context-tokens",
-            envvar="MEMSTORE_CONTEXT_TOKENS",
+            envvar=CONTEXT_TOKENS_VARIABLE,
             min=1_000,
             help="Summarise earlier turns when the conversation grows past this (estimated).",
         ),
-    ] = 120_000,
+    ] = DEFAULT_CONTEXT_TOKENS,
     resume: Annotated[
         bool, typer.Option("--resume", help="Go on with the last saved session.")
     ] = False,
@@ -699,10 +709,11 @@ def chat(
 ) -> None:
     """Talk to a coding agent that remembers across sessions."""
     from memctl.chat import run_chat
-    from memstore.llm.client import make_client, model_name
+    from memstore.llm.client import make_client
 
     # The memory of the folder's workspace (found upward from it), unless --db says otherwise.
-    found = State.workspace if workspace is None else find_workspace(workspace)
+    ceilings = State.settings.ceiling_directories
+    found = State.workspace if workspace is None else find_workspace(workspace, ceilings=ceilings)
     workspace = found.root if workspace is None else workspace.resolve()
     if not workspace.is_dir():
         fail(f"no folder {workspace}")
@@ -713,7 +724,7 @@ def chat(
     run_chat(
         db=db,
         workspace=workspace,
-        model=model or model_name(),
+        model=model or State.settings.model,
         use_memory=not no_memory,
         client=client,
         context_tokens=context_tokens,
@@ -992,7 +1003,7 @@ def sql(
 def path() -> None:
     """Print the database path (and, on stderr, the workspace and whether it exists yet)."""
     print(State.db)
-    how = "given by --db or MEMCTL_DB" if State.db_given else State.workspace.how
+    how = f"given by --db or {DB_VARIABLE}" if State.db_given else State.workspace.how
     exists = "exists" if State.db.exists() else "not created yet ('memctl add' or 'import' will)"
     _err(f"workspace: {State.workspace.root} ({how}); database {exists}")
 

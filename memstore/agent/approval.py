@@ -22,9 +22,7 @@ a line break): `pytest *` must not approve `pytest; curl … | sh`. Such command
 
 from __future__ import annotations
 
-import os
 import re
-import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -32,10 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from memstore.errors import InvalidSettings
+from memstore.settings import Settings, read_allow_rules
 
 # The command-line flag of the opt-out, named here so that refusals can mention it.
 SKIP_FLAG = "--dangerously-skip-approvals"
-SETTINGS_ENV = "MEMSTORE_SETTINGS"
 READ_ONLY_TOOLS = frozenset({"read_file", "glob", "task"})
 APPROVED_TOOLS = frozenset({"bash", "write_file", "edit_file"})
 _SHELL_CONTROL = re.compile(r"[;&|`$()<>\n\r]")
@@ -145,7 +143,7 @@ class ApprovalPolicy:
         return (
             f"not run: {request.name} needs the user's approval and there is no terminal to "
             f"ask on; the user can allow it with a rule such as {example!r} in "
-            f"{settings_path()} or run with {SKIP_FLAG}"
+            f"{Settings.from_environment().settings_file} or run with {SKIP_FLAG}"
         )
 
 
@@ -162,30 +160,11 @@ class _ExactCommand(Rule):
         return f"bash command {self.pattern!r}"
 
 
-def settings_path() -> Path:
-    """The user's settings file: $MEMSTORE_SETTINGS, else $XDG_CONFIG_HOME/memstore/
-    settings.toml, else ~/.config/memstore/settings.toml."""
-    if given := os.environ.get(SETTINGS_ENV):
-        return Path(given)
-    config = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(config) / "memstore" / "settings.toml"
-
-
 def load_allow_rules(path: Path | None = None) -> list[Rule]:
-    """The allow rules of the settings file ([chat] allow = [...]); none when there is no
-    file. Raises InvalidSettings for a file that cannot be read or a rule not understood."""
-    path = path or settings_path()
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return []
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-        raise InvalidSettings(f"cannot read the settings file {path}: {error}") from None
-    chat = data.get("chat", {})
-    rules = chat.get("allow", []) if isinstance(chat, dict) else None
-    if not isinstance(rules, list):
-        raise InvalidSettings(f"{path}: [chat] allow must be a list of rules")
-    return parse_rules(rules)
+    """The allow rules of the settings file (default: the user's, see memstore.settings);
+    none when there is no file. InvalidSettings for a file that cannot be read or a rule not
+    understood."""
+    return parse_rules(read_allow_rules(path or Settings.from_environment().settings_file))
 
 
 def parse_rules(texts: Iterable[Any]) -> list[Rule]:

@@ -8,7 +8,6 @@ Tests point the real client (ANTHROPIC_BASE_URL or base_url) at a scripted local
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,12 +15,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from memstore.errors import MemstoreError
+from memstore.settings import Settings
 
 if TYPE_CHECKING:
     from anthropic import Anthropic
-
-DEFAULT_MODEL = "claude-sonnet-4-5"
-DEFAULT_SMALL_MODEL = "claude-haiku-4-5"
 
 
 @dataclass
@@ -72,12 +69,12 @@ class ModelUnavailable(MemstoreError):
 
 
 def model_name() -> str:
-    return os.environ.get("MEMSTORE_MODEL") or DEFAULT_MODEL
+    return Settings.from_environment().model
 
 
 def small_model_name() -> str:
     """The model for selection and extraction: cheap, quick calls."""
-    return os.environ.get("MEMSTORE_SMALL_MODEL") or DEFAULT_SMALL_MODEL
+    return Settings.from_environment().small_model
 
 
 def make_client(
@@ -89,9 +86,10 @@ def make_client(
     The SDK retries connection errors, 408, 409, 429 and 5xx (overloaded is 529) with
     exponential backoff, `max_retries` times.
     """
-    api_key = api_key or os.environ.get("ANTHROPIC_API_KEY")
-    base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
-    token = os.environ.get("ANTHROPIC_AUTH_TOKEN")
+    settings = Settings.from_environment()
+    api_key = api_key or settings.api_key
+    base_url = base_url or settings.base_url
+    token = settings.auth_token
     if not api_key and not token and not base_url:
         return None
     from anthropic import Anthropic

