@@ -243,8 +243,8 @@ def test_a_memory_not_shown_in_full_is_never_overwritten(
     anthropic_server: AnthropicServer,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("memstore.extract.FULL_TEXT_RELATED", 1)
-    monkeypatch.setattr("memstore.extract.FULL_TEXT_SMALL_STORE", 1)
+    monkeypatch.setattr("memstore.learning.extract.FULL_TEXT_RELATED", 1)
+    monkeypatch.setattr("memstore.learning.extract.FULL_TEXT_SMALL_STORE", 1)
     store.create("project-deploy", "project", "Deploys go through CI", "The whole runbook …")
     store.create("user-indentation", "user", "4 spaces", "Never tabs.")
     clash = {"name": "project-deploy", "type": "user", "description": "New", "body": "Short."}

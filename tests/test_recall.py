@@ -11,6 +11,7 @@ import pytest
 from anthropic import Anthropic
 
 from memstore.llm.client import make_client
+from memstore.llm.messages import recent_user_text
 from memstore.recall.offline import (
     BLOCK_MAX_BYTES,
     keyword_recall,
@@ -20,7 +21,6 @@ from memstore.recall.offline import (
     parse_indices,
     recall,
     recall_terms,
-    recent_user_text,
     select_relevant_memories,
 )
 from memstore.storage.models import MemoryRecord

@@ -22,7 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-Message = dict[str, Any]
+from memstore.llm.messages import (
+    Message,
+    blocks,
+    is_tool_results,
+    message_text,
+    tool_result,
+    tool_use_ids,
+)
 
 TOOL_RESULT_MAX_CHARS = 20_000
 TOOL_RESULT_PREVIEW_CHARS = 2_000
@@ -34,6 +41,9 @@ MICRO_MIN_CHARS = 600
 MICRO_PREVIEW_CHARS = 200
 CONTEXT_BUDGET_TOKENS = 120_000
 SUMMARY_INPUT_MAX_CHARS = 200_000
+# How much of a tool result the summariser reads, and of a misplaced one the request keeps.
+SUMMARY_RESULT_MAX_CHARS = 1_000
+MISPLACED_RESULT_MAX_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -51,32 +61,6 @@ class CompactionSettings:
 def estimate_tokens(messages: Sequence[Message]) -> int:
     """A cheap estimate: about four characters of JSON per token."""
     return len(json.dumps(messages, ensure_ascii=False, default=str)) // 4
-
-
-def blocks(message: Message) -> list[dict[str, Any]]:
-    """The message's content as a list of blocks."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}] if content else []
-    return [b for b in content or [] if isinstance(b, dict)]
-
-
-def tool_use_ids(message: Message) -> set[str]:
-    return {str(b.get("id")) for b in blocks(message) if b.get("type") == "tool_use"}
-
-
-def is_tool_results(message: Message) -> bool:
-    """A user message that carries tool results (the answer to the previous tool calls)."""
-    return message.get("role") == "user" and any(
-        b.get("type") == "tool_result" for b in blocks(message)
-    )
-
-
-def result_text(block: dict[str, Any]) -> str:
-    content = block.get("content", "")
-    if isinstance(content, str):
-        return content
-    return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
 
 
 def _with_result(block: dict[str, Any], text: str) -> dict[str, Any]:
@@ -146,7 +130,7 @@ def _as_text(content: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 def _summary(block: dict[str, Any]) -> str:
     if block.get("type") == "tool_use":
         return str(block.get("name", "?"))
-    return result_text(block)[:200] or "(empty)"
+    return message_text(block)[:MISPLACED_RESULT_MAX_CHARS] or "(empty)"
 
 
 def _answered(content: list[dict[str, Any]], calls: set[str]) -> list[dict[str, Any]]:
@@ -162,10 +146,7 @@ def _answered(content: list[dict[str, Any]], calls: set[str]) -> list[dict[str, 
             answered.add(call)
         elif call not in calls:
             orphans.append({"type": "text", "text": f"[an earlier tool result: {_summary(block)}]"})
-    missing = [
-        {"type": "tool_result", "tool_use_id": call, "content": "no result", "is_error": True}
-        for call in sorted(calls - answered)
-    ]
+    missing = [tool_result(call, "no result", is_error=True) for call in sorted(calls - answered)]
     others = [b for b in content if b.get("type") != "tool_result"]
     return results + missing + orphans + others
 
@@ -184,7 +165,7 @@ def tool_result_budget(
             continue
         new_blocks = []
         for block in blocks(message):
-            text = result_text(block) if block.get("type") == "tool_result" else ""
+            text = message_text(block) if block.get("type") == "tool_result" else ""
             if len(text) > max_chars:
                 path = save_dir / f"{_safe(str(block.get('tool_use_id', 'result')))}.txt"
                 with open_private(path, "w") as handle:
@@ -278,7 +259,7 @@ def micro_compact(
             continue
         new_blocks = []
         for j, block in enumerate(blocks(message)):
-            text = result_text(block) if (i, j) in old else ""
+            text = message_text(block) if (i, j) in old else ""
             if len(text) > MICRO_MIN_CHARS:
                 block = _with_result(
                     block,
@@ -358,7 +339,7 @@ def render_for_summary(messages: Sequence[Message]) -> str:
             elif kind == "tool_use":
                 lines.append(f"[tool call {block.get('name')}: {json.dumps(block.get('input'))}]")
             elif kind == "tool_result":
-                lines.append(f"[tool result: {result_text(block)[:1_000]}]")
+                lines.append(f"[tool result: {message_text(block)[:SUMMARY_RESULT_MAX_CHARS]}]")
     text = "\n".join(lines)
     return text[-SUMMARY_INPUT_MAX_CHARS:]
 

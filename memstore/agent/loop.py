@@ -28,12 +28,9 @@ from memstore.agent.approval import ApprovalPolicy
 from memstore.agent.compact import (
     SUMMARY_PROMPT,
     CompactionSettings,
-    Message,
-    blocks,
     compact_history,
     estimate_tokens,
     finite,
-    is_tool_results,
     json_line,
     merge_same_roles,
     micro_compact,
@@ -42,13 +39,13 @@ from memstore.agent.compact import (
     repair_pairs,
     snip_compact,
     tool_result_budget,
-    tool_use_ids,
 )
 from memstore.agent.memory import AgentMemory, TurnLearning, TurnRecall
 from memstore.agent.tools import TOOL_DEFINITIONS, ToolResult, Workspace
 from memstore.errors import MemstoreError
 from memstore.files.format import render_index
 from memstore.llm.client import ModelUnavailable, Usage, ask_text, error_message, metered
+from memstore.llm.messages import Message, blocks, is_tool_results, tool_result, tool_use_ids
 from memstore.recall.offline import as_data
 
 if TYPE_CHECKING:
@@ -322,21 +319,9 @@ class Agent:
             )
 
     def _answer_calls(self, content: list[dict[str, Any]], text: str) -> None:
-        self._append(
-            {
-                "role": "user",
-                "content": [
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": b["id"],
-                        "content": text,
-                        "is_error": True,
-                    }
-                    for b in content
-                    if b.get("type") == "tool_use"
-                ],
-            }
-        )
+        calls = [b for b in content if b.get("type") == "tool_use"]
+        results = [tool_result(b["id"], text, is_error=True) for b in calls]
+        self._append({"role": "user", "content": results})
 
     def _compress(self, turn_block: dict[str, Any], outcome: TurnOutcome) -> None:
         settings = self.compaction
@@ -465,7 +450,7 @@ class Agent:
                         f"at most {MAX_CALLS_PER_REPLY} run]"
                     )
                 if number >= MAX_CALLS_PER_REPLY:  # answered without a line each
-                    results.append(_result(block["id"], ToolResult(TOO_MANY_CALLS_RESULT, True)))
+                    results.append(tool_result(block["id"], TOO_MANY_CALLS_RESULT, is_error=True))
                     continue
                 arguments = block.get("input")
                 self.events.tool_call(
@@ -476,15 +461,10 @@ class Agent:
                 else:
                     result = self._run_call(block["name"], arguments)
                 self.events.tool_result(block["name"], result)
-                results.append(_result(block["id"], result))
+                results.append(tool_result(block["id"], result.text, is_error=result.is_error))
         except KeyboardInterrupt:
             results += [
-                {
-                    "type": "tool_result",
-                    "tool_use_id": block["id"],
-                    "content": INTERRUPTED_RESULT,
-                    "is_error": True,
-                }
+                tool_result(block["id"], INTERRUPTED_RESULT, is_error=True)
                 for block in calls[len(results) :]
             ]
             raise
@@ -652,15 +632,6 @@ def _plain_block(block: Any, bad_input: dict[str, str]) -> dict[str, Any]:
         return {"type": "tool_use", "id": block.id, "name": block.name, "input": arguments}
     dumped: dict[str, Any] = block.model_dump(exclude_none=True)
     return finite(dumped)[0]
-
-
-def _result(tool_use_id: str, result: ToolResult) -> dict[str, Any]:
-    return {
-        "type": "tool_result",
-        "tool_use_id": tool_use_id,
-        "content": result.text,
-        **({"is_error": True} if result.is_error else {}),
-    }
 
 
 def _json_kind(value: Any) -> str:

@@ -36,6 +36,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from memstore.agent.approval import ToolRequest
+from memstore.text import cut_middle
 
 BASH_TIMEOUT_S = 120
 BASH_TIMEOUT_MAX_S = 600
@@ -210,13 +211,14 @@ class Workspace:
             content = arguments["content"]
             what = "replace" if target.exists() else "create"
             head = f"{what} {self._relative(name, arguments)} ({len(content):,} characters):"
-            return f"{head}\n{cap(content, SUMMARY_MAX_CHARS)}"
+            return f"{head}\n{cut_middle(content, SUMMARY_MAX_CHARS)}"
         if name == "edit_file":
             every = " (every match)" if arguments.get("replace_all") else ""
             old = "\n".join("- " + line for line in arguments["old_text"].split("\n"))
             new = "\n".join("+ " + line for line in arguments["new_text"].split("\n"))
             head = f"edit {self._relative(name, arguments)}{every}:"
-            return f"{head}\n{cap(old, SUMMARY_MAX_CHARS // 2)}\n{cap(new, SUMMARY_MAX_CHARS // 2)}"
+            half = SUMMARY_MAX_CHARS // 2
+            return f"{head}\n{cut_middle(old, half)}\n{cut_middle(new, half)}"
         return f"{name} {arguments}"
 
     def run(self, name: str, arguments: Any) -> ToolResult:
@@ -660,7 +662,7 @@ def head_and_tail(output: Any) -> str:
     size = output.seek(0, os.SEEK_END)
     output.seek(0)
     if size <= 4 * limit:  # at most 4 bytes a character: cut by characters, as usual
-        return cap(output.read().decode("utf-8", "replace"), limit)
+        return cut_middle(output.read().decode("utf-8", "replace"), limit)
     # surrogateescape keeps invalid bytes one "character" each, so that the bytes cut can
     # be counted exactly; they are shown as U+FFFD.
     head = (
@@ -710,14 +712,6 @@ def lines_left(handle: Any) -> int:
         left += chunk.count(b"\n")
         last = chunk[-1:]
     return left + (last != b"\n")
-
-
-def cap(text: str, limit: int | None = None) -> str:
-    limit = OUTPUT_MAX_CHARS if limit is None else limit
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}\n[… {len(text) - limit:,} characters cut …]\n{text[-half:]}"
 
 
 def valid_text(text: str) -> str:

@@ -18,13 +18,14 @@ import yaml
 from frontmatter.default_handlers import YAMLHandler
 
 from memstore.errors import UnreadableFile
+from memstore.limits import INDEX_DESCRIPTION_MAX_CHARS
 from memstore.storage.models import MemoryRecord, MemorySummary, MemoryType
 from memstore.storage.validation import normalize_newlines
+from memstore.text import shorten
 
 INDEX_FILE_NAME = "MEMORY.md"
 INDEX_MAX_LINES = 200
 INDEX_MAX_BYTES = 25_000
-INDEX_DESCRIPTION_MAX = 150
 MODELED_KEYS = ("name", "description", "type")
 TYPE_ORDER = {t.value: i for i, t in enumerate(MemoryType)}
 _HANDLER = YAMLHandler()
@@ -290,9 +291,7 @@ def render_index(entries: Iterable[MemorySummary]) -> str:
 
 
 def _index_line(entry: MemorySummary) -> str:
-    description = entry.description
-    if len(description) > INDEX_DESCRIPTION_MAX:
-        description = description[: INDEX_DESCRIPTION_MAX - 1].rstrip() + "…"
+    description = shorten(entry.description, INDEX_DESCRIPTION_MAX_CHARS)
     return f"- [{entry.name}]({memory_file_name(entry.name)}) — {description}\n"
 
 

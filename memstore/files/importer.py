@@ -36,10 +36,10 @@ from memstore.files.export_state import (
     sha256,
 )
 from memstore.files.format import INDEX_FILE_NAME, parse_memory_text, synced_extra
+from memstore.limits import DESCRIPTION_MAX_CHARS
 from memstore.storage.models import MemoryRecord
 from memstore.storage.store import MemoryStore
 from memstore.storage.validation import (
-    DESCRIPTION_MAX_LENGTH,
     TYPES,
     check_body,
     check_description,
@@ -48,6 +48,7 @@ from memstore.storage.validation import (
     name_from_text,
     with_suffix,
 )
+from memstore.text import shorten
 
 MAX_FILE_BYTES = 1_048_576
 ORIGINAL_NAME_KEY = "original_name"
@@ -222,9 +223,9 @@ def _memory_type(
 def _description(given: Any, body: str, notes: list[str]) -> str:
     if given is not None and not isinstance(given, str):
         given = str(given)
-    if isinstance(given, str) and len(given.strip()) > DESCRIPTION_MAX_LENGTH:
-        notes.append(f"description is over {DESCRIPTION_MAX_LENGTH:,} characters; cut it")
-        given = given.strip()[: DESCRIPTION_MAX_LENGTH - 1].rstrip() + "…"
+    if isinstance(given, str) and len(given.strip()) > DESCRIPTION_MAX_CHARS:
+        notes.append(f"description is over {DESCRIPTION_MAX_CHARS:,} characters; cut it")
+        given = shorten(given.strip(), DESCRIPTION_MAX_CHARS)
     if isinstance(given, str) and given.strip():
         lines = given.strip().splitlines()
         if len(lines) > 1:

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from memstore.errors import ConsolidationRefused, InvalidMemory
 from memstore.learning.proposal import ProposedMemory, proposed_memory
-from memstore.llm.client import ModelUnavailable, ask_text, json_from_reply, small_model_name
+from memstore.llm.client import ModelUnavailable, ask_text, small_model_name
+from memstore.llm.replies import json_from_reply
 from memstore.storage.models import MemoryRecord, utc_now
 from memstore.storage.store import MemoryStore
 

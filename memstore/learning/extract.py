@@ -18,11 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 from memstore.errors import InvalidMemory
 from memstore.learning.proposal import ProposedMemory, proposed_memory
-from memstore.llm.client import ModelUnavailable, ask_text, json_from_reply, small_model_name
-from memstore.recall.offline import keyword_recall, memory_catalog, message_text
+from memstore.llm.client import ModelUnavailable, ask_text, small_model_name
+from memstore.llm.messages import message_text, turn_start
+from memstore.llm.replies import json_from_reply
+from memstore.recall.offline import keyword_recall, memory_catalog
 from memstore.storage.models import MemoryRecord, MemorySummary
 from memstore.storage.store import MemoryStore
 from memstore.storage.validation import NAME_PATTERN
+from memstore.text import cut_middle
 
 if TYPE_CHECKING:
     from anthropic import Anthropic
@@ -188,23 +191,16 @@ def render_transcript(messages: Sequence[Mapping[str, Any]]) -> str:
     marked as context: they were shown to extraction after their own turn, and learning
     from them again would only reword what is already kept.
     """
-    turn_start = next(
-        (
-            i
-            for i in range(len(messages) - 1, -1, -1)
-            if messages[i].get("role") == "user" and message_text(messages[i]).strip()
-        ),
-        0,
-    )
+    start = turn_start(messages) or 0
     lines: list[str] = []
     for index, message in enumerate(messages):
-        if index == turn_start:
+        if index == start:
             lines.append(TURN_HEADER)
         elif index == 0:
             lines.append(EARLIER_HEADER)
         role = str(message.get("role", "?"))
         for part in _message_parts(message):
-            lines.append(f"{role}: {_cut_middle(part, MESSAGE_MAX_CHARS)}")
+            lines.append(f"{role}: {cut_middle(part, MESSAGE_MAX_CHARS, verb='left out')}")
     transcript = "\n\n".join(lines)
     # The end of the turn matters most: keep it when the whole does not fit.
     return transcript[-TRANSCRIPT_MAX_CHARS:]
@@ -229,29 +225,19 @@ def _message_parts(message: Mapping[str, Any]) -> list[str]:
             arguments = json.dumps(block.get("input", {}), ensure_ascii=False)
             parts.append(f"[called {block.get('name', 'a tool')}: {arguments[:160]}]")
         elif kind == "tool_result":
-            result = message_text({"content": block.get("content", "")})
+            result = message_text(block)
             status = "failed" if block.get("is_error") else "returned"
             parts.append(f"[the tool {status} {len(result):,} characters]")
     return parts
-
-
-def _cut_middle(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}\n[… {len(text) - limit:,} characters left out …]\n{text[-half:]}"
 
 
 def extraction_window(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The last RECENT_MESSAGES messages, and the turn's user message when it is older (a
     turn of many tool calls would otherwise hide what the user asked)."""
     window = list(messages[-RECENT_MESSAGES:])
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if message.get("role") == "user" and message_text(message).strip():
-            if index < len(messages) - len(window):
-                window.insert(0, message)
-            break
+    start = turn_start(messages)
+    if start is not None and start < len(messages) - len(window):
+        window.insert(0, messages[start])
     return window
 
 

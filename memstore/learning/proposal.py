@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memstore.errors import InvalidMemory, SecretRefused
+from memstore.limits import PROPOSED_DESCRIPTION_MAX_CHARS
 from memstore.storage.secrets import memory_secret
 from memstore.storage.validation import (
     TYPES,
@@ -19,8 +20,6 @@ from memstore.storage.validation import (
     check_name,
     name_from_text,
 )
-
-DESCRIPTION_MAX_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -44,8 +43,10 @@ def proposed_memory(raw: Any, *, body_max_bytes: int) -> ProposedMemory:
     kind = fields["type"].strip().lower()
     if kind not in TYPES:
         raise InvalidMemory("type", f"must be one of {', '.join(TYPES)}, got {fields['type']!r}")
-    if len(fields["description"]) > DESCRIPTION_MAX_CHARS:
-        raise InvalidMemory("description", f"must be at most {DESCRIPTION_MAX_CHARS} characters")
+    if len(fields["description"]) > PROPOSED_DESCRIPTION_MAX_CHARS:
+        raise InvalidMemory(
+            "description", f"must be at most {PROPOSED_DESCRIPTION_MAX_CHARS} characters"
+        )
     if len(fields["body"].encode("utf-8", "surrogatepass")) > body_max_bytes:
         raise InvalidMemory("body", f"must be at most {body_max_bytes:,} bytes")
     proposed = ProposedMemory(

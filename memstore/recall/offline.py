@@ -14,16 +14,17 @@ factor), and a relevance floor keeps one common word from dragging in unrelated 
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from memstore.errors import SemanticUnavailable
 from memstore.llm.client import ModelUnavailable, ask_text, small_model_name
+from memstore.llm.messages import recent_user_text
+from memstore.llm.replies import json_from_reply
 from memstore.recall.lexicon import lexicon
 from memstore.recall.tokens import index_tokens, token_sequence
 from memstore.storage.models import MemoryRecord, MemorySummary
@@ -44,41 +45,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-RECENT_USER_TURNS = 3
-RECENT_TEXT_MAX_CHARS = 2_000
-
 _HAN_CHARACTER = re.compile(f"[{HAN_CHARACTERS}]")
-
-
-def message_text(message: Mapping[str, Any]) -> str:
-    """The text of a message: its string content, or its text blocks."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, Sequence):
-        parts = [
-            str(block.get("text", ""))
-            for block in content
-            if isinstance(block, Mapping) and block.get("type") == "text"
-        ]
-        return "\n".join(p for p in parts if p)
-    return ""
-
-
-def recent_user_text(messages: Iterable[Mapping[str, Any]], turns: int = RECENT_USER_TURNS) -> str:
-    """The last `turns` user messages that carry text (a turn of tool results only does not
-    use up a slot), oldest first, cut to the most recent RECENT_TEXT_MAX_CHARS characters."""
-    texts: list[str] = []
-    for message in reversed(list(messages)):
-        if message.get("role") != "user":
-            continue
-        text = message_text(message).strip()
-        if text:
-            texts.append(text)
-            if len(texts) == turns:
-                break
-    joined = "\n".join(reversed(texts))
-    return joined[-RECENT_TEXT_MAX_CHARS:]
 
 
 def recall_terms(text: str) -> list[str]:
@@ -571,28 +538,15 @@ def selection_prompt(text: str, catalog: Sequence[tuple[str, str]]) -> str:
     return f"Recent user messages:\n{text}\n\nMemories:\n{lines}"
 
 
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
-_ARRAY = re.compile(r"\[[^\[\]]*\]")
-
-
 def parse_indices(reply: str, count: int, max_items: int) -> list[int]:
     """Indices from the model's reply: the first JSON array in it (inside a code fence or
     prose too), keeping in-range integers once each, at most `max_items`."""
-    fenced = _FENCE.search(reply)
-    candidates = ([fenced.group(1)] if fenced else []) + [reply]
-    for candidate in candidates:
-        for match in _ARRAY.finditer(candidate):
-            try:
-                values = json.loads(match.group())
-            except json.JSONDecodeError:
-                continue
-            picked: list[int] = []
-            for value in values:
-                is_index = isinstance(value, int) and not isinstance(value, bool)
-                if is_index and 0 <= value < count and value not in picked:
-                    picked.append(value)
-            return picked[:max_items]
-    raise ValueError(f"no JSON array in {reply[:80]!r}")
+    picked: list[int] = []
+    for value in json_from_reply(reply, list):
+        is_index = isinstance(value, int) and not isinstance(value, bool)
+        if is_index and 0 <= value < count and value not in picked:
+            picked.append(value)
+    return picked[:max_items]
 
 
 def load_memories(

@@ -11,11 +11,11 @@ import re
 import unicodedata
 
 from memstore.errors import InvalidMemory
+from memstore.limits import DESCRIPTION_MAX_CHARS
 from memstore.storage.models import MemoryType
 
 NAME_PATTERN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 NAME_MAX_LENGTH = 64
-DESCRIPTION_MAX_LENGTH = 1_000
 BODY_MAX_BYTES = 100_000
 # Device names that Windows refuses as file stems, whatever the extension.
 # "memory" would be MEMORY.md, the index, on case-insensitive file systems.
@@ -69,10 +69,10 @@ def check_description(description: str) -> str:
         raise InvalidMemory("description", "must be a single line")
     if "\x00" in description:
         raise InvalidMemory("description", "must not contain NUL characters")
-    if len(description) > DESCRIPTION_MAX_LENGTH:
+    if len(description) > DESCRIPTION_MAX_CHARS:
         raise InvalidMemory(
             "description",
-            f"must be at most {DESCRIPTION_MAX_LENGTH} characters, got {len(description)}",
+            f"must be at most {DESCRIPTION_MAX_CHARS} characters, got {len(description)}",
         )
     return description
 
