@@ -7,7 +7,7 @@ tools) goes through the real anthropic client, pointed at the scripted local ser
 tests/anthropic_server.py, and a real MemoryStore in a temporary folder, twice:
 
 - memstore: AgentMemory.before_turn (selection) and after_turn (extraction every turn,
-  consolidation only when memstore.consolidate.consolidation_due says so, export).
+  consolidation only when memstore.learning.consolidation_due says so, export).
 - seed: selection (memstore.recall.recall) and extraction every turn, and consolidation on
   every turn once the store holds at least --seed-threshold memories (confirmed, a refusal
   caught), export after any change.
@@ -485,8 +485,8 @@ def preload(store: MemoryStore, count: int) -> None:
                 f"What we settled in session {i} about the {topic}, in a few sentences "
                 f"that a future session will want to know. " * 3,
             )
-    with store.transaction(actor=CONSOLIDATION_ACTOR, command="bench", record_empty_run=True):
-        pass
+    with store.transaction(actor=CONSOLIDATION_ACTOR, command="bench") as tx:
+        tx.record_run()
 
 
 def consolidation_plan(prompt: str) -> dict[str, Any]:

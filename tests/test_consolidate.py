@@ -13,12 +13,8 @@ from anthropic import Anthropic
 
 from memstore.errors import CannotUndo, ConsolidationRefused
 from memstore.learning import consolidate as consolidation
-from memstore.learning.consolidate import (
-    apply_plan,
-    consolidate_memories,
-    consolidation_due,
-    plan_consolidation,
-)
+from memstore.learning.consolidate import apply_plan, consolidate_memories, plan_consolidation
+from memstore.learning.consolidation_due import consolidation_due
 from memstore.storage.store import MemoryStore
 from memstore.storage.undo import undo_run
 from tests.anthropic_server import AnthropicServer, error_reply, text_reply

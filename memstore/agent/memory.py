@@ -3,7 +3,7 @@
 Before a turn: recall picks the memories for the turn (model selection, keyword fallback)
 and renders the block injected into a copy of the user's message. After the turn: extraction
 reads the whole turn (final reply included); consolidation runs only when its rule says so
-(memstore.consolidate.consolidation_due); `.memory/` is re-exported after any change.
+(memstore.learning.consolidation_due); `.memory/` is re-exported after any change.
 Nothing here raises for a model or export failure: the turn goes on, the reason is logged.
 """
 
@@ -16,14 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memstore.errors import MemstoreError
-from memstore.learning.consolidate import (
-    MAX_MEMORIES,
-    MIN_CHANGES,
-    THRESHOLD,
-    Consolidation,
-    consolidate_memories,
-    consolidation_due,
-)
+from memstore.learning.consolidate import MAX_MEMORIES, Consolidation, consolidate_memories
+from memstore.learning.consolidation_due import MIN_CHANGES, THRESHOLD, consolidation_due
 from memstore.learning.extract import Extraction, extract_memories
 from memstore.recall.offline import Recall, memories_block, recall
 from memstore.storage.store import MemoryStore

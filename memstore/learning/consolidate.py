@@ -7,9 +7,7 @@ plan does not mention stays as it is, so a short or lazy answer cannot lose memo
 whole plan is validated before anything changes; guards refuse plans that would drop every
 memory of a type, a user preference, or a large share of the store, unless confirmed.
 
-When it runs (consolidation_due): the store holds at least `threshold` memories, and at least
-`min_changes` memories were created or updated (by anyone but consolidation and undo) since
-the last consolidation run; or the store has grown past `max_memories` since that run.
+When it runs: memstore.learning.consolidation_due.
 """
 
 from __future__ import annotations
@@ -33,9 +31,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ACTOR = "consolidation"
-THRESHOLD = 10
 MAX_MEMORIES = 30
-MIN_CHANGES = 5
 # A plan that removes more than this share of the store needs confirmation.
 MAX_REMOVED_SHARE = 0.5
 # One request shows at most this many memories and characters; larger stores go by type,
@@ -126,38 +122,6 @@ class Consolidation:
     created: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
-
-
-def consolidation_due(
-    store: MemoryStore,
-    *,
-    threshold: int = THRESHOLD,
-    max_memories: int = MAX_MEMORIES,
-    min_changes: int = MIN_CHANGES,
-) -> str | None:
-    """Why consolidation should run now, or None when it should not (see the module doc)."""
-    count = store.count()
-    if count < threshold:
-        return None
-    last = store.history.last_run(ACTOR)
-    since = None if last is None else last.started_at
-    # The store as the last run left it: counted after its changes, not before them.
-    finished = None if last is None else store.run_finished_at(last.id)
-    changed = store.memories_changed_since(since, excluding=[ACTOR, "undo"])
-    if changed >= min_changes:
-        if last is None:
-            return f"{count} memories, never consolidated"
-        return f"{count} memories, {changed} changed since the last consolidation"
-    # Over the cap: run when the store has grown past it since the last run. When the last
-    # run could not bring it under the cap, wait for min_changes instead of retrying (and
-    # paying) after every single change.
-    if (
-        count > max_memories
-        and changed
-        and (last is None or store.count_at(finished or "") <= max_memories)
-    ):
-        return f"{count} memories, more than the cap of {max_memories}"
-    return None
 
 
 def plan_consolidation(
@@ -324,14 +288,13 @@ def apply_plan(
         raise ConsolidationRefused(
             f"consolidation not applied without confirmation: {'; '.join(warnings)}"
         )
-    # An empty plan is recorded too: a run with no events, so that the trigger waits for
-    # new changes instead of asking the model again on the next turn.
+    # The run began when planning asked the model: changes made meanwhile count as later.
     with store.transaction(
-        actor=ACTOR,
-        command=store.command or "consolidate",
-        record_empty_run=True,
-        run_started_at=plan.planned_at or None,
+        actor=ACTOR, command=store.command or "consolidate", started_at=plan.planned_at or None
     ) as tx:
+        # An empty plan is recorded too: a run with no events, so that the trigger waits
+        # for new changes instead of asking the model again on the next turn.
+        tx.record_run()
         touched = [n for merge in plan.merges for n in merge.sources] + [d.name for d in plan.drops]
         for name in touched:
             current = tx.find(name)

@@ -118,12 +118,8 @@ class WriteTransaction:
     # The chat session this transaction belongs to; the run it undoes, for an undo.
     session_id: str | None = None
     undoes: str | None = None
-    # Write the run row even when nothing changed (a consolidation that found nothing to do
-    # still counts as a run: the trigger measures change since the last one).
-    record_empty_run: bool = False
-    # When the run began, if before this transaction (a consolidation began when it asked
-    # the model: changes made meanwhile must count as changes after it).
-    run_started_at: str | None = None
+    # When the run began, if before this transaction (else: `now`).
+    started_at: str | None = None
     # Store memories that look like they hold a secret: only when a person said so for
     # this command (`--allow-secret`); never for what a model proposes.
     allow_secrets: bool = False
@@ -136,6 +132,8 @@ class WriteTransaction:
     _next_id: int | None = None
     # Memories whose content this transaction erases from history (purge).
     _purged: list[int] = field(default_factory=list)
+    # Write the run row even if the run changes nothing (record_run).
+    _record_run: bool = False
 
     # -- reads, seeing this transaction's own changes --------------------------------------
 
@@ -174,6 +172,10 @@ class WriteTransaction:
         return [m for m in [*stored, *fresh] if m.deleted_at is None]
 
     # -- writes ----------------------------------------------------------------------------
+
+    def record_run(self) -> None:
+        """Record this run even if it changes nothing (a run without events)."""
+        self._record_run = True
 
     def create(
         self,
@@ -411,7 +413,7 @@ class WriteTransaction:
     def write(self) -> None:
         """Write the changes and their events (called once, as the transaction commits)."""
         if not self.events:
-            if self.record_empty_run or self._purged:
+            if self._record_run or self._purged:
                 self._write_run()
             self._erase_purged()
             return
@@ -474,7 +476,7 @@ class WriteTransaction:
                 "id": self.run_id,
                 "actor": self.actor,
                 "command": self.command,
-                "started_at": self.run_started_at or self.now,
+                "started_at": self.started_at or self.now,
                 "session_id": self.session_id,
                 "undoes": self.undoes,
             },
@@ -520,12 +522,12 @@ class MemoryStore:
         command: str | None = None,
         session_id: str | None = None,
         undoes: str | None = None,
-        record_empty_run: bool = False,
-        run_started_at: str | None = None,
+        started_at: str | None = None,
         allow_secrets: bool = False,
     ) -> Iterator[WriteTransaction]:
         """One atomic unit of writes: everything in it commits together or not at all.
 
+        `started_at`: when the run began, if before this transaction.
         `allow_secrets`: a person confirmed that what looks like a secret is none."""
         try:
             with self._writer.begin() as connection:
@@ -536,8 +538,7 @@ class MemoryStore:
                     utc_now(),
                     session_id=session_id,
                     undoes=undoes,
-                    record_empty_run=record_empty_run,
-                    run_started_at=run_started_at,
+                    started_at=started_at,
                     allow_secrets=allow_secrets,
                 )
                 yield tx
@@ -637,42 +638,6 @@ class MemoryStore:
     def count(self) -> int:
         with self.engine.connect() as connection:
             return connection.execute(select(func.count()).where(_LIVE)).scalar_one()
-
-    def run_finished_at(self, run_id: str) -> str | None:
-        """When the run's changes were made (its last event), or when it started if it
-        changed nothing."""
-        events = memory_event_table.c
-        query = select(func.max(events.created_at)).where(events.run_id == run_id)
-        with self.engine.connect() as connection:
-            last_event = connection.execute(query).scalar()
-            if last_event is not None:
-                return str(last_event)
-            started = connection.execute(
-                select(run_table.c.started_at).where(run_table.c.id == run_id)
-            ).scalar()
-        return None if started is None else str(started)
-
-    def count_at(self, at: str) -> int:
-        """How many memories were live at the instant `at` (history keeps deleted rows)."""
-        table = memory_table.c
-        query = select(func.count()).where(
-            table.created_at <= at, (table.deleted_at.is_(None)) | (table.deleted_at > at)
-        )
-        with self.engine.connect() as connection:
-            return connection.execute(query).scalar_one()
-
-    def memories_changed_since(self, at: str | None, *, excluding: Sequence[str]) -> int:
-        """How many distinct memories were created or updated after `at` (ever, when None)
-        by actors other than `excluding`."""
-        events = memory_event_table.c
-        query = select(func.count(func.distinct(events.memory_id))).where(
-            events.operation.in_([Operation.CREATE.value, Operation.UPDATE.value]),
-            events.actor.not_in(list(excluding)),
-        )
-        if at is not None:
-            query = query.where(events.created_at > at)
-        with self.engine.connect() as connection:
-            return connection.execute(query).scalar_one()
 
     def search(self, query: str, limit: int = 10) -> list[SearchHit]:
         """Live memories matching the words of `query`, best first (bm25).
