@@ -803,17 +803,12 @@ def consolidate(
 
 def _undo(store: MemoryStore, run: str | None, directory: Path) -> None:
     from memstore.learning.consolidate import ACTOR
-    from memstore.storage.undo import undo_run
+    from memstore.storage.undo import last_undoable_run, undo_run
 
     if run is None:
-        candidates = [
-            row["run_id"]
-            for row in store.history.runs()
-            if row["actor"] == ACTOR and row["events"] and not row["undone_by"]
-        ]
-        if not candidates:
-            fail("no consolidation run to undo")
-        run = candidates[-1]
+        run = last_undoable_run(store, ACTOR)
+    if run is None:
+        fail("no consolidation run to undo")
     result = undo_run(store, run)
     parts = [
         f"{label} {', '.join(names)}"
@@ -924,15 +919,11 @@ def import_command(
 
 def _hint_semantic_index() -> None:
     """After an import: say when semantic recall would compute many vectors a few at a time."""
-    from memstore.recall.model_files import MODEL_NAME
-    from memstore.recall.vectors import VECTORS_PER_RECALL, available
+    from memstore.recall.vectors import vectors_to_index
 
-    if not available():
-        return
     with _store() as store:
-        present, live = store.vector_counts(MODEL_NAME)
-    missing = live - present
-    if missing > VECTORS_PER_RECALL:
+        missing = vectors_to_index(store)
+    if missing:
         _err(
             f"semantic recall: {missing} memories have no vector yet; `memctl semantic index`"
             " computes them now (recalls compute them a few at a time)"
@@ -974,12 +965,9 @@ def sql(
     """Run one read-only SQL query; see the README for the tables and views. Ctrl-C stops it."""
     import signal
 
-    from memstore.storage.engine import ReadOnlyQuery
-
-    _store(read_only=True).close()  # migrates the database first, where it can be written
-    with ReadOnlyQuery(
-        State.db, query, timeout=timeout or None, max_rows=max_rows or None
-    ) as running:
+    with _store(read_only=True) as store:  # migrates the database first, where it can be written
+        running = store.read_only_query(query, timeout=timeout or None, max_rows=max_rows or None)
+    with running:
         # Python's own SIGINT handling waits for SQLite to return, which a runaway query
         # never does: the handler interrupts the connection instead.
         previous = signal.signal(signal.SIGINT, lambda *_: running.interrupt())

@@ -59,6 +59,16 @@ def available() -> bool:
     return unavailable_reason() is None
 
 
+def vectors_to_index(store: MemoryStore) -> int:
+    """How many memories have no vector, when that is more than recalls compute at once
+    (then `memctl semantic index` is worth suggesting); else 0, as when semantic recall is
+    off."""
+    if not available():
+        return 0
+    present, live = store.vector_counts(MODEL_NAME)
+    return live - present if live - present > VECTORS_PER_RECALL else 0
+
+
 class SemanticModel:
     """The sentence encoder of the model's files, loaded when first needed (about 0.3 s).
     Stores that share one load it once."""

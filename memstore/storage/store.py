@@ -24,6 +24,7 @@ from memstore.errors import (
 from memstore.storage import chain
 from memstore.storage.engine import (
     BUSY_TIMEOUT_MS,
+    ReadOnlyQuery,
     dbapi_connection,
     insert_rows,
     open_database,
@@ -696,6 +697,13 @@ class MemoryStore:
                 " WHERE m.deleted_at IS NULL ORDER BY m.id",
                 (model,),
             ).fetchall()
+
+    def read_only_query(
+        self, sql: str, *, timeout: float | None = None, max_rows: int | None = None
+    ) -> ReadOnlyQuery:
+        """The user's SQL on a connection of its own that cannot write (see ReadOnlyQuery),
+        on this store's database, migrated when it was opened."""
+        return ReadOnlyQuery(self.path, sql, timeout=timeout, max_rows=max_rows)
 
     def vector_counts(self, model: str) -> tuple[int, int]:
         """How many live memories have a vector of their current version, and how many

@@ -27,6 +27,16 @@ class UndoResult:
     reverted: list[str] = field(default_factory=list)
 
 
+def last_undoable_run(store: MemoryStore, actor: str) -> str | None:
+    """The id of `actor`'s latest run that changed memories and was not undone, or None."""
+    candidates = [
+        row["run_id"]
+        for row in store.history.runs()
+        if row["actor"] == actor and row["events"] and not row["undone_by"]
+    ]
+    return candidates[-1] if candidates else None
+
+
 def undo_run(store: MemoryStore, run_id: str) -> UndoResult:
     """Revert the run `run_id` (or an unambiguous prefix of it) in one transaction.
 
