@@ -143,6 +143,7 @@ memory_event_table = cast(Table, SQLModel.metadata.tables["memory_event"])
 run_table = cast(Table, SQLModel.metadata.tables["run"])
 exported_file_table = cast(Table, SQLModel.metadata.tables["exported_file"])
 memory_purge_table = cast(Table, SQLModel.metadata.tables["memory_purge"])
+memory_vector_table = cast(Table, SQLModel.metadata.tables["memory_vector"])
 
 
 class MemorySummary(NamedTuple):

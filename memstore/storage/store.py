@@ -11,7 +11,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, RowMapping, bindparam, func, insert, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    RowMapping,
+    Text,
+    bindparam,
+    delete,
+    func,
+    insert,
+    select,
+    type_coerce,
+    update,
+)
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from memstore.errors import (
@@ -37,7 +49,9 @@ from memstore.storage.models import (
     MemorySummary,
     Operation,
     memory_event_table,
+    memory_purge_table,
     memory_table,
+    memory_vector_table,
     run_table,
     utc_now,
 )
@@ -57,6 +71,7 @@ from memstore.storage.validation import (
 
 _LIVE = memory_table.c.deleted_at.is_(None)
 _COLUMNS = list(memory_table.c.keys())
+_EVENTS = memory_event_table.c
 # For the DBAPI connection; only question marks are added to it, never values.
 _SELECT_LIVE = f"SELECT {', '.join(_COLUMNS)} FROM memory WHERE deleted_at IS NULL"
 
@@ -316,48 +331,64 @@ class WriteTransaction:
     def _erase_purged(self) -> None:
         """The purge's rewrites, after its delete events are written (the triggers let an
         event's values become a marker only for a memory recorded in memory_purge)."""
-        sql = self.connection.exec_driver_sql
+        execute = self.connection.execute
         for memory_id in self._purged:
-            events = sql(
-                "SELECT id, old_value, new_value, run_id FROM memory_event WHERE memory_id = ?",
-                (memory_id,),
-            ).fetchall()
-            sql(
-                "INSERT INTO memory_purge (run_id, memory_id, memory_name, events, purged_at)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (self.run_id, memory_id, self.by_id(memory_id).name, len(events), self.now),
+            events = execute(
+                select(
+                    _EVENTS.id,
+                    _stored_text(_EVENTS.old_value),
+                    _stored_text(_EVENTS.new_value),
+                    _EVENTS.run_id,
+                ).where(_EVENTS.memory_id == memory_id)
+            ).all()
+            execute(
+                insert(memory_purge_table).values(
+                    run_id=self.run_id,
+                    memory_id=memory_id,
+                    memory_name=self.by_id(memory_id).name,
+                    events=len(events),
+                    purged_at=self.now,
+                )
             )
-            sql(
-                "UPDATE memory_event SET old_value = ?, new_value = ? WHERE id = ?",
+            execute(
+                update(memory_event_table)
+                .where(_EVENTS.id == bindparam("b_id"))
+                .values(
+                    old_value=bindparam("b_old", type_=Text),
+                    new_value=bindparam("b_new", type_=Text),
+                ),
                 [
-                    (_purged_or_none(old), _purged_or_none(new), event_id)
+                    {"b_id": event_id, "b_old": _purged_or_none(old), "b_new": _purged_or_none(new)}
                     for event_id, old, new, _ in events
                 ],
             )
             for run_id in sorted({run_id for *_, run_id in events} - {self.run_id}):
-                (command,) = sql("SELECT command FROM run WHERE id = ?", (run_id,)).one()
-                sql(
-                    "UPDATE run SET command = ? WHERE id = ?",
-                    (chain.purged_command(command), run_id),
+                runs = run_table.c
+                command = execute(select(runs.command).where(runs.id == run_id)).scalar_one()
+                execute(
+                    update(run_table)
+                    .where(runs.id == run_id)
+                    .values(command=chain.purged_command(command))
                 )
             memory = self.by_id(memory_id)
             marker = f"[purged sha256:{chain.value_hash(to_json(memory.snapshot()))}]"
-            sql(
-                "UPDATE memory SET description = ?, body = ?, extra = '{}' WHERE id = ?",
-                (marker, marker, memory_id),
+            execute(
+                update(memory_table)
+                .where(memory_table.c.id == memory_id)
+                .values(description=marker, body=marker, extra={})
             )
-            sql("DELETE FROM memory_vector WHERE memory_id = ?", (memory_id,))
+            execute(delete(memory_vector_table).where(memory_vector_table.c.memory_id == memory_id))
         if self._purged:
-            # The full-text index keeps a deleted text's words until its segments merge.
-            sql("INSERT INTO memory_fts (memory_fts) VALUES ('optimize')")
+            # The full-text index keeps a deleted text's words until its segments merge
+            # (FTS5's own command, which only SQL can say).
+            self.connection.exec_driver_sql(
+                "INSERT INTO memory_fts (memory_fts) VALUES ('optimize')"
+            )
 
     def _is_purged(self, memory_id: int) -> bool:
-        return (
-            self.connection.exec_driver_sql(
-                "SELECT 1 FROM memory_purge WHERE memory_id = ?", (memory_id,)
-            ).first()
-            is not None
-        )
+        purges = memory_purge_table.c
+        query = select(purges.id).where(purges.memory_id == memory_id).limit(1)
+        return self.connection.execute(query).first() is not None
 
     def _refuse_secrets(self, memory: MemoryRecord) -> None:
         """The one secrets check of every write that makes a memory's text live: create,
@@ -444,8 +475,8 @@ class WriteTransaction:
     def _chained_events(self) -> list[dict[str, Any]]:
         """The event rows, numbered after the last event and each hashed onto the chain
         (this transaction holds the write lock: nobody else appends meanwhile)."""
-        last = self.connection.exec_driver_sql(
-            "SELECT id, hash FROM memory_event ORDER BY id DESC LIMIT 1"
+        last = self.connection.execute(
+            select(_EVENTS.id, _EVENTS.hash).order_by(_EVENTS.id.desc()).limit(1)
         ).first()
         next_id, previous = (last[0] + 1, last[1]) if last is not None else (1, chain.GENESIS)
         rows = []
@@ -482,6 +513,11 @@ class WriteTransaction:
                 "undoes": self.undoes,
             },
         )
+
+
+def _stored_text(column: ColumnElement[Any]) -> ColumnElement[str]:
+    """A JSON column's stored text, not its value: a purge marker keeps the text's hash."""
+    return type_coerce(column, Text)
 
 
 def _purged_or_none(text: str | None) -> str | None:
@@ -606,9 +642,11 @@ class MemoryStore:
             # Old page images in the write-ahead log still hold the text: fold the log
             # into the database and empty it (readers still running may delay that).
             connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        purges = memory_purge_table.c
+        with self.engine.connect() as connection:
             events = connection.execute(
-                "SELECT sum(events) FROM memory_purge WHERE run_id = ?", (run_id,)
-            ).fetchone()[0]
+                select(func.sum(purges.events)).where(purges.run_id == run_id)
+            ).scalar()
         return PurgeReport(run_id, len(memories), int(events or 0))
 
     # -- reads ------------------------------------------------------------------------------
