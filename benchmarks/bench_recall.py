@@ -27,8 +27,9 @@ from typing import Any
 from memstore.files.importer import import_memories
 from memstore.llm.messages import recent_user_text
 from memstore.recall import vectors
+from memstore.recall.fusion import offline_recall
+from memstore.recall.keyword import keyword_recall
 from memstore.recall.model_files import MODEL_NAME
-from memstore.recall.offline import keyword_recall, offline_recall
 from memstore.recall.vectors import SemanticIndex, SemanticModel
 from memstore.storage.store import MemoryStore
 

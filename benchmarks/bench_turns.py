@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import memstore.learning.consolidate
 import memstore.learning.extract
-import memstore.recall.offline
+import memstore.recall.selection
 from memstore.agent.memory import AgentMemory
 from memstore.errors import ConsolidationRefused, MemstoreError
 from memstore.files.exporter import export_memories
@@ -51,7 +51,9 @@ from memstore.learning.consolidate import ACTOR as CONSOLIDATION_ACTOR
 from memstore.learning.consolidate import CONSOLIDATION_SYSTEM, Consolidation, consolidate_memories
 from memstore.learning.extract import EXTRACTION_SYSTEM, MAX_ITEMS_PER_TURN, extract_memories
 from memstore.llm.client import make_client, small_model_name
-from memstore.recall.offline import SELECTION_SYSTEM, memories_block, recall
+from memstore.recall.block import memories_block
+from memstore.recall.selection import SELECTION_SYSTEM
+from memstore.recall.turn import recall
 from memstore.storage.store import MemoryStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.anthropic_server
@@ -568,7 +570,7 @@ class ModelClock:
     scripted server), measured by wrapping ask_text where recall, extraction and
     consolidation look it up."""
 
-    MODULES = (memstore.recall.offline, memstore.learning.extract, memstore.learning.consolidate)
+    MODULES = (memstore.recall.selection, memstore.learning.extract, memstore.learning.consolidate)
 
     def __init__(self) -> None:
         self.seconds = 0.0

@@ -43,7 +43,8 @@ KNOWN_VIOLATIONS = {
     "memstore.agent.memory imports anthropic",
     "memstore.learning.consolidate imports anthropic",
     "memstore.learning.extract imports anthropic",
-    "memstore.recall.offline imports anthropic",
+    "memstore.recall.selection imports anthropic",
+    "memstore.recall.turn imports anthropic",
 }
 
 

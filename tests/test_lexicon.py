@@ -8,8 +8,8 @@ from importlib import resources
 
 import pytest
 
+from memstore.recall.keyword import keyword_recall
 from memstore.recall.lexicon import lexicon
-from memstore.recall.offline import keyword_recall
 from memstore.recall.tokens import token_sequence
 from memstore.storage.store import MemoryStore
 
@@ -67,7 +67,7 @@ def test_the_users_own_words_rank_above_an_equivalent(
 
     discounted = scores()
     assert list(discounted) == ["repo-backup", "repository-backup"]
-    monkeypatch.setattr("memstore.recall.offline.EQUIVALENT_WEIGHT", 1.0)
+    monkeypatch.setattr("memstore.recall.keyword.EQUIVALENT_WEIGHT", 1.0)
     in_full = scores()
     # The equivalent's share of the score is what the weight discounts.
     own = discounted["repo-backup"]

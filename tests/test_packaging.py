@@ -46,7 +46,7 @@ print(len(sys.argv) - 1)
 PROBE = """
 import sys, memstore
 from memstore import MemoryStore
-from memstore.recall.offline import keyword_recall
+from memstore.recall.keyword import keyword_recall
 assert memstore.__file__.startswith(sys.argv[1]), memstore.__file__
 with MemoryStore(sys.argv[2]) as store:
     store.create("from-the-wheel", "project", "Deployment checklist", "Run the smoke tests")

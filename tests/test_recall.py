@@ -10,19 +10,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from anthropic import Anthropic
 
+from memstore.agent.memory import AgentMemory
 from memstore.llm.client import make_client
 from memstore.llm.messages import recent_user_text
-from memstore.recall.offline import (
-    BLOCK_MAX_BYTES,
-    keyword_recall,
-    load_memories,
-    memories_block,
-    number_phrases,
-    parse_indices,
-    recall,
-    recall_terms,
-    select_relevant_memories,
-)
+from memstore.recall.block import BLOCK_MAX_BYTES, memories_block
+from memstore.recall.keyword import keyword_recall
+from memstore.recall.selection import parse_indices
+from memstore.recall.terms import number_phrases, recall_terms
+from memstore.recall.turn import recall
 from memstore.storage.models import MemoryRecord
 from memstore.storage.store import MemoryStore
 from tests.anthropic_server import AnthropicServer, error_reply, slow_reply, text_reply
@@ -62,7 +57,7 @@ def test_model_path_sends_catalog_and_recent_text(
         {"role": "user", "content": [{"type": "text", "text": "how do we deploy?"}]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x"}]},
     ]
-    names = select_relevant_memories(messages, store=filled, client=client)
+    names = recall(messages, store=filled, client=client).names
     # The catalog is ordered by name: 0 project-deploy, 1 project-docker, 2 user-python-style.
     assert names == ["project-docker", "project-deploy"]
     (request,) = anthropic_server.requests
@@ -118,7 +113,7 @@ def test_failures_fall_back_to_keywords_and_say_why(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     anthropic_server.script(failure)  # type: ignore[arg-type]
-    with caplog.at_level(logging.WARNING, logger="memstore.recall.offline"):
+    with caplog.at_level(logging.WARNING, logger="memstore.recall.turn"):
         result = recall([user("how does the deployment work?")], store=filled, client=client)
     assert result.path == "keyword"
     assert result.names == ["project-deploy"]
@@ -133,7 +128,7 @@ def test_timeout_falls_back(
     anthropic_server: AnthropicServer,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("memstore.recall.offline.SELECTION_TIMEOUT_S", 0.5)
+    monkeypatch.setattr("memstore.recall.selection.SELECTION_TIMEOUT_S", 0.5)
     anthropic_server.script(slow_reply(3.0, "[0]"))
     result = recall([user("deploy")], store=filled, client=client)
     assert result.path == "keyword" and "did not answer within 0.5 s" in result.reason
@@ -168,12 +163,10 @@ def test_model_not_called_when_it_cannot_help(
 
 
 def test_keyword_path_english_stemming_and_chinese(filled: MemoryStore) -> None:
-    assert select_relevant_memories([user("deploying a new version")], store=filled) == [
-        "project-deploy"
-    ]
-    assert select_relevant_memories([user("镜像怎么构建？")], store=filled) == ["project-docker"]
-    assert select_relevant_memories([user("Docker镜像")], store=filled) == ["project-docker"]
-    assert select_relevant_memories([user("the and of to")], store=filled) == []
+    assert recall([user("deploying a new version")], store=filled).names == ["project-deploy"]
+    assert recall([user("镜像怎么构建？")], store=filled).names == ["project-docker"]
+    assert recall([user("Docker镜像")], store=filled).names == ["project-docker"]
+    assert recall([user("the and of to")], store=filled).names == []
 
 
 def test_recent_text_takes_last_three_text_turns_capped() -> None:
@@ -213,10 +206,11 @@ def test_block_caps_each_memory_and_the_whole() -> None:
     assert "more relevant memories left out" in block
 
 
-def test_load_memories(filled: MemoryStore) -> None:
-    block = load_memories([user("how do we deploy?")], store=filled)
+def test_the_block_for_a_turn(filled: MemoryStore) -> None:
+    memory = AgentMemory(filled, None, session_id="s", export_dir=None)
+    block = memory.before_turn([user("how do we deploy?")]).block
     assert "name: project-deploy" in block and "Tag vX.Y.Z." in block
-    assert load_memories([user("nothing matches zzz")], store=filled) == ""
+    assert memory.before_turn([user("nothing matches zzz")]).block == ""
 
 
 def test_memctl_recall_offline_and_through_the_model(
@@ -272,18 +266,14 @@ def test_relevance_floor(store: MemoryStore) -> None:
     store.create("inkwell-msrv", "project", "Minimum supported Rust version is 1.74", "Check it.")
     # One word in common with a longer message, not in the name: nothing is recalled.
     assert (
-        select_relevant_memories(
-            [user("explain the difference between String and str in Rust")], store=store
-        )
+        recall([user("explain the difference between String and str in Rust")], store=store).names
         == []
     )
     # Two words in common, or one in the name, is enough.
-    assert select_relevant_memories([user("which Rust version do we support?")], store=store) == [
+    assert recall([user("which Rust version do we support?")], store=store).names == [
         "inkwell-msrv"
     ]
-    assert select_relevant_memories([user("deploying a new build tonight")], store=store) == [
-        "project-deploy"
-    ]
+    assert recall([user("deploying a new build tonight")], store=store).names == ["project-deploy"]
 
 
 def test_memory_with_more_of_the_terms_outranks_one_repeating_a_term(store: MemoryStore) -> None:
@@ -342,7 +332,7 @@ def test_a_number_with_its_words_finds_the_memory_of_that_date(
         return [h.memory.name for h in keyword_recall(store, "What did Maria do on 16 June, 2023?")]
 
     assert names()[:2] == ["maria-gym", "maria-hires"]
-    monkeypatch.setattr("memstore.recall.offline.NUMBER_PHRASE_WEIGHT", 0)
+    monkeypatch.setattr("memstore.recall.keyword.NUMBER_PHRASE_WEIGHT", 0)
     assert names()[:2] == ["maria-hires", "maria-gym"]
 
 
@@ -369,9 +359,7 @@ def test_a_large_catalog_is_capped_with_the_related_memories_first(
             tx.create(f"note-{i:03}", "project", f"Unrelated fact number {i}", "Nothing here.")
         tx.create("zz-kubernetes", "project", "Kubernetes manifests live in deploy/k8s", "x")
     anthropic_server.script(text_reply("[0]"))
-    names = select_relevant_memories(
-        [user("where are the kubernetes manifests?")], store=store, client=client
-    )
+    names = recall([user("where are the kubernetes manifests?")], store=store, client=client).names
     assert names == ["zz-kubernetes"]
     prompt = anthropic_server.requests[0]["messages"][0]["content"]
     catalog = prompt.split("Memories:\n")[1].splitlines()
@@ -382,7 +370,7 @@ def test_a_lone_chinese_stop_character_is_not_a_term(store: MemoryStore) -> None
     terms = recall_terms("HTTP 的 ETag 是干什么用的")
     assert '"的"' not in terms and terms[:2] == ['"http"', '"etag"']
     store.create("project-notes", "project", "会议记录", "这是我们的 notes: 的 appears alone here")
-    assert select_relevant_memories([user("ETag 的")], store=store) == []
+    assert recall([user("ETag 的")], store=store).names == []
 
 
 def test_a_long_text_searches_its_last_numbers_only() -> None:

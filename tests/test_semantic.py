@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING
 import pytest
 
 from memstore.errors import ModelFetchFailed, StoreUnavailable
-from memstore.recall import model_files, vectors
-from memstore.recall import offline as recall_module
+from memstore.recall import fusion, model_files, vectors
 from memstore.recall.encoder import SentenceEncoder
-from memstore.recall.offline import keyword_recall, offline_recall, recall
+from memstore.recall.fusion import offline_recall
+from memstore.recall.keyword import keyword_recall
+from memstore.recall.turn import recall
 from memstore.recall.vectors import SemanticIndex, SemanticModel
 from memstore.storage.store import MemoryStore
 from tests.conftest import MemctlRunner
@@ -562,7 +563,7 @@ def test_a_memory_far_in_meaning_is_left_out_even_with_a_shared_word(
     hits, used = offline_recall(store, question, 5, semantic=semantic)
     assert used and [hit.memory.name for hit in hits] == ["user-style"]
     # The best one is kept whatever its similarity: the relevance floor decides about it.
-    monkeypatch.setattr(recall_module, "SEMANTIC_KEEP", 0.99)
+    monkeypatch.setattr(fusion, "SEMANTIC_KEEP", 0.99)
     hits, _ = offline_recall(
         store, "Postgres migrations for the service data", 5, semantic=semantic
     )

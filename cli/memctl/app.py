@@ -417,7 +417,7 @@ def recall_command(
 ) -> None:
     """Which memories the agent would be shown for TEXT, by which path, and why."""
     from memstore.llm.client import make_client
-    from memstore.recall.offline import recall
+    from memstore.recall.turn import recall
     from memstore.recall.vectors import SemanticIndex
 
     client = None if offline else make_client()
@@ -430,7 +430,7 @@ def recall_command(
             semantic=SemanticIndex(store),
         )
         memories = {name: store.find(name) for name in result.names}
-    if client is None and not offline and result.path.startswith("keyword"):
+    if client is None and not offline and result.path.offline:
         result.reason = "no ANTHROPIC_API_KEY set"
     if json:
         print_json(

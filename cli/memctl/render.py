@@ -17,7 +17,7 @@ from memstore.storage.models import MemoryEvent, MemoryRecord
 
 if TYPE_CHECKING:
     from memstore.learning.consolidate import ConsolidationPlan
-    from memstore.recall.offline import Recall
+    from memstore.recall.turn import Recall
 
 
 def count(number: int, singular: str, plural: str = "") -> str:

@@ -46,7 +46,7 @@ from memstore.errors import MemstoreError
 from memstore.files.format import render_index
 from memstore.llm.client import ModelUnavailable, Usage, ask_text, error_message, metered
 from memstore.llm.messages import Message, blocks, is_tool_results, tool_result, tool_use_ids
-from memstore.recall.offline import as_data
+from memstore.recall.block import as_data
 
 if TYPE_CHECKING:
     from anthropic import Anthropic

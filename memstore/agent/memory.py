@@ -19,7 +19,8 @@ from memstore.errors import MemstoreError
 from memstore.learning.consolidate import MAX_MEMORIES, Consolidation, consolidate_memories
 from memstore.learning.consolidation_due import MIN_CHANGES, THRESHOLD, consolidation_due
 from memstore.learning.extract import Extraction, extract_memories
-from memstore.recall.offline import Recall, memories_block, recall
+from memstore.recall.block import memories_block
+from memstore.recall.turn import Recall, RecallPath, recall
 from memstore.storage.store import MemoryStore
 
 if TYPE_CHECKING:
@@ -97,7 +98,7 @@ class AgentMemory:
             return TurnRecall(chosen, memories_block([m for m in found if m is not None]))
         except (MemstoreError, RecursionError, ValueError, TypeError) as error:
             log.warning("recall failed, no memories this turn: %s: %s", type(error).__name__, error)
-            return TurnRecall(Recall([], "none", reason=f"recall failed: {error}"), "")
+            return TurnRecall(Recall([], RecallPath.NONE, reason=f"recall failed: {error}"), "")
 
     def after_turn(self, messages: Sequence[Mapping[str, Any]]) -> TurnLearning:
         try:

@@ -21,7 +21,8 @@ from memstore.learning.proposal import ProposedMemory, proposed_memory
 from memstore.llm.client import ModelUnavailable, ask_text, small_model_name
 from memstore.llm.messages import message_text, turn_start
 from memstore.llm.replies import json_from_reply
-from memstore.recall.offline import keyword_recall, memory_catalog
+from memstore.recall.keyword import keyword_recall
+from memstore.recall.selection import memory_catalog
 from memstore.storage.models import MemoryRecord, MemorySummary
 from memstore.storage.store import MemoryStore
 from memstore.storage.validation import NAME_PATTERN

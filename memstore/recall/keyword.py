@@ -1,0 +1,68 @@
+"""Keyword recall: memories ranked by FTS5's bm25 over a text's terms and their equivalents,
+re-ordered by how many of the text's distinct terms each one has (a coordination factor),
+with a relevance floor that keeps one common word from dragging in unrelated memories.
+"""
+
+from __future__ import annotations
+
+from memstore.recall.terms import (
+    index_terms,
+    number_phrases,
+    recall_terms,
+    with_equivalents,
+)
+from memstore.recall.tokens import index_tokens
+from memstore.storage.store import MemoryStore, SearchHit
+
+# A phrase around a number is one term of many: it counts this many times.
+NUMBER_PHRASE_WEIGHT = 2
+# The lexicon's equivalents count this much in bm25: the user's own words are the better
+# evidence, and an equivalent rare in the store would otherwise outrank them.
+EQUIVALENT_WEIGHT = 0.25
+# The relevance floor: with more terms than this, the best memory must share this many
+# distinct terms with the text, or one with its name (a short text needs one).
+MIN_SHARED_TERMS = 2
+# The best candidates by bm25 re-ordered by bm25 x (share of the text's distinct terms the
+# memory has) ** COORDINATION, so that one repeated term does not beat most of them.
+RERANK_CANDIDATES = 15
+COORDINATION = 0.5
+
+
+def keyword_recall(store: MemoryStore, text: str, limit: int = 5) -> list[SearchHit]:
+    """Memories ranked by bm25 over any of the text's terms and their equivalents, then by
+    how many of the terms each one has, best first; none when even the best one shares
+    too little with the text."""
+    terms = recall_terms(text)
+    wanted = index_terms(terms)
+    if not wanted or limit <= 0:
+        return []
+    wanted, equivalents = with_equivalents(text, wanted)
+    phrases = number_phrases(text) * NUMBER_PHRASE_WEIGHT
+    candidates = max(limit, RERANK_CANDIDATES)
+    # Ids and scores first: the memories are loaded once, for the best candidates only.
+    own = store.rank_ids(terms + phrases, candidates)
+    other = store.rank_ids(equivalents, candidates) if equivalents else {}
+    combined = {i: own.get(i, 0.0) + EQUIVALENT_WEIGHT * other.get(i, 0.0) for i in own | other}
+    best = sorted(combined, key=lambda i: (-combined[i], i))[:candidates]
+    records = store.by_ids(best)
+    hits = [SearchHit(records[i], combined[i]) for i in best if i in records]
+    total = sum(term.weight for term in wanted)
+    rescored = []
+    for hit in hits:
+        in_name = index_tokens(hit.memory.name)
+        tokens = in_name | index_tokens(hit.memory.description) | index_tokens(hit.memory.body)
+        credited = [term.credit(tokens) for term in wanted]
+        shared = sum(weight for weight, _ in credited)
+        # The name clause of the floor takes the user's own words only.
+        named = any(term.credit(in_name, own_words=True)[0] for term in wanted)
+        score = hit.score * (shared / total) ** COORDINATION
+        matched = tuple(word for _, words in credited for word in words)
+        rescored.append((score, shared, named, hit.memory, matched))
+    if not rescored:
+        return []
+    rescored.sort(key=lambda row: row[0], reverse=True)  # stable: bm25 order breaks ties
+    _, shared, named, _, _ = rescored[0]
+    required = MIN_SHARED_TERMS if total > MIN_SHARED_TERMS else 1
+    if shared < required and not named:
+        return []
+    return [SearchHit(memory, score, words) for score, _, _, memory, words in rescored[:limit]]
