@@ -1,0 +1,67 @@
+"""The documents point at what exists: every relative link and heading anchor, every
+`memstore.…` name and every source path they mention. Modules move; the docs must follow."""
+
+from __future__ import annotations
+
+import importlib
+import re
+import warnings
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCUMENTS = [ROOT / "README.md", ROOT / "ARCHITECTURE.md", *sorted((ROOT / "docs").glob("*.md"))]
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+_NAME = re.compile(r"`(memstore(?:\.\w+)+)")
+_PATH = re.compile(r"`((?:memstore|cli|tests|benchmarks|migrations)/[\w/.]*\w)`")
+
+
+def _anchors(document: Path) -> set[str]:
+    """GitHub's anchors of the document's headings."""
+    headings = re.findall(r"^#+ (.+)$", _without_code(document.read_text(encoding="utf-8")), re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+def _without_code(text: str) -> str:
+    """The text without code blocks and code spans, whose brackets are no links."""
+    return re.sub(r"`[^`\n]*`", "", re.sub(r"^```.*?^```", "", text, flags=re.M | re.S))
+
+
+def _resolves(dotted: str) -> bool:
+    """Whether `dotted` is a module, or a name in one."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            with warnings.catch_warnings():  # the deprecated shims are documented as such
+                warnings.simplefilter("ignore", DeprecationWarning)
+                found: object = importlib.import_module(".".join(parts[:cut]))
+        except ModuleNotFoundError:
+            continue
+        for attribute in parts[cut:]:
+            if not hasattr(found, attribute):
+                return False
+            found = getattr(found, attribute)
+        return True
+    return False
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda path: path.name)
+def test_links_lead_somewhere(document: Path) -> None:
+    broken = []
+    for target in _LINK.findall(_without_code(document.read_text(encoding="utf-8"))):
+        if target.startswith(("http://", "https://", "mailto:")):
+            continue
+        path, _, anchor = target.partition("#")
+        linked = (document.parent / path).resolve() if path else document
+        if not linked.exists() or (anchor and anchor not in _anchors(linked)):
+            broken.append(target)
+    assert not broken, f"{document.name}: {broken}"
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda path: path.name)
+def test_named_code_exists(document: Path) -> None:
+    text = document.read_text(encoding="utf-8")
+    missing = [name for name in sorted(set(_NAME.findall(text))) if not _resolves(name)]
+    missing += [path for path in sorted(set(_PATH.findall(text))) if not (ROOT / path).exists()]
+    assert not missing, f"{document.name} names what does not exist: {missing}"
