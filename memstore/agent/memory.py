@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class MemorySettings:
-    """How the agent uses memory; every number here is documented in the README."""
+    """How the agent uses memory; every number here is documented in docs/chat.md."""
 
     max_recalled: int = 5
     consolidation_threshold: int = THRESHOLD
