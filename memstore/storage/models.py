@@ -144,6 +144,8 @@ run_table = cast(Table, SQLModel.metadata.tables["run"])
 exported_file_table = cast(Table, SQLModel.metadata.tables["exported_file"])
 memory_purge_table = cast(Table, SQLModel.metadata.tables["memory_purge"])
 memory_vector_table = cast(Table, SQLModel.metadata.tables["memory_vector"])
+# Deleted memories keep their row, for history and restore.
+LIVE = memory_table.c.deleted_at.is_(None)
 
 
 class MemorySummary(NamedTuple):

@@ -1,0 +1,468 @@
+"""WriteTransaction: the writes of one command, each change with its history event, all
+committed together under one run id, or none at all."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Text,
+    bindparam,
+    delete,
+    func,
+    insert,
+    select,
+    type_coerce,
+    update,
+)
+
+from memstore.errors import MemoryExists, MemoryNotFound, NothingToRestore, SecretRefused
+from memstore.storage import chain
+from memstore.storage.engine import insert_rows, to_json
+from memstore.storage.models import (
+    LIVE,
+    MemoryRecord,
+    Operation,
+    memory_event_table,
+    memory_purge_table,
+    memory_table,
+    memory_vector_table,
+    run_table,
+)
+from memstore.storage.validation import (
+    check_body,
+    check_description,
+    check_name,
+    check_type,
+    with_suffix,
+)
+
+_EVENTS = memory_event_table.c
+
+
+class PendingEvent(NamedTuple):
+    """An event of a transaction, written when it commits."""
+
+    memory_id: int
+    memory_name: str
+    operation: Operation
+    old: dict[str, Any] | None
+    new: dict[str, Any] | None
+    merged_into: int | None = None
+
+
+@dataclass
+class WriteTransaction:
+    """The writes of one command, all committed together under one run id, or none at all.
+
+    Changes are kept here and written in batches when the transaction commits: the final
+    state of each touched memory, then one event per change. The transaction holds SQLite's
+    write lock from its start (BEGIN IMMEDIATE), so numbering new memories from max(id) is
+    safe, and a 10,000-file import costs a few statements rather than one per file.
+    """
+
+    connection: Connection
+    actor: str
+    command: str
+    now: str
+    run_id: str = field(default_factory=lambda: os.urandom(16).hex())  # 128 random bits, as uuid4
+    # The chat session this transaction belongs to; the run it undoes, for an undo.
+    session_id: str | None = None
+    undoes: str | None = None
+    # When the run began, if before this transaction (else: `now`).
+    started_at: str | None = None
+    # Store memories that look like they hold a secret: only when a person said so for
+    # this command (`--allow-secret`); never for what a model proposes.
+    allow_secrets: bool = False
+    events: list[PendingEvent] = field(default_factory=list)
+    # Final state of every memory this transaction touched, by id; which of them are new.
+    _changed: dict[int, MemoryRecord] = field(default_factory=dict)
+    _new_ids: set[int] = field(default_factory=set)
+    # Live name -> id, loaded on first use and kept current by every change.
+    _live_ids: dict[str, int] | None = None
+    _next_id: int | None = None
+    # Memories whose content this transaction erases from history (purge).
+    _purged: list[int] = field(default_factory=list)
+    # Write the run row even if the run changes nothing (record_run).
+    _record_run: bool = False
+
+    # -- reads, seeing this transaction's own changes --------------------------------------
+
+    def _live_names(self) -> dict[str, int]:
+        if self._live_ids is None:
+            rows = self.connection.execute(
+                select(memory_table.c.name, memory_table.c.id).where(LIVE)
+            )
+            self._live_ids = {name: id_ for name, id_ in rows}
+        return self._live_ids
+
+    def find(self, name: str) -> MemoryRecord | None:
+        id_ = self._live_names().get(name)
+        return None if id_ is None else self.by_id(id_)
+
+    def get(self, name: str) -> MemoryRecord:
+        memory = self.find(name)
+        if memory is None:
+            raise MemoryNotFound(name)
+        return memory
+
+    def free_name(self, name: str) -> str:
+        """`name` if no live memory has it, else the first free `name-2`, `name-3`, ..."""
+        number, candidate = 1, name
+        while candidate in self._live_names():
+            number += 1
+            candidate = with_suffix(name, number)
+        return candidate
+
+    def live_memories(self) -> list[MemoryRecord]:
+        rows = self.connection.execute(
+            select(memory_table).where(LIVE).order_by(memory_table.c.name)
+        )
+        stored = [self._changed.get(row["id"]) or MemoryRecord(**row) for row in rows.mappings()]
+        fresh = [self._changed[id_] for id_ in sorted(self._new_ids)]
+        return [m for m in [*stored, *fresh] if m.deleted_at is None]
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def record_run(self) -> None:
+        """Record this run even if it changes nothing (a run without events)."""
+        self._record_run = True
+
+    def create(
+        self,
+        name: str,
+        type: str,
+        description: str,
+        body: str,
+        extra: dict[str, Any] | None = None,
+    ) -> MemoryRecord:
+        name = check_name(name)
+        if name in self._live_names():
+            raise MemoryExists(name)
+        memory = MemoryRecord(
+            id=self._allocate_id(),
+            name=name,
+            type=check_type(type),
+            description=check_description(description),
+            body=check_body(body),
+            extra=dict(extra or {}),
+            version=1,
+            created_at=self.now,
+            updated_at=self.now,
+        )
+        self._refuse_secrets(memory)
+        self._new_ids.add(memory.id)
+        self._apply(memory, Operation.CREATE, None)
+        return memory
+
+    def update(
+        self,
+        memory: MemoryRecord,
+        *,
+        name: str | None = None,
+        type: str | None = None,
+        description: str | None = None,
+        body: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> MemoryRecord:
+        """The memory with the given fields changed; the same object when nothing changes."""
+        memory = self._current(memory)
+        old = memory.snapshot()
+        new = dict(old)
+        if name is not None:
+            new["name"] = check_name(name)
+        if type is not None:
+            new["type"] = check_type(type)
+        if description is not None:
+            new["description"] = check_description(description)
+        if body is not None:
+            new["body"] = check_body(body)
+        if extra is not None:
+            new["extra"] = dict(extra)
+        if new == old:
+            return memory
+        if new["name"] != old["name"] and new["name"] in self._live_names():
+            raise MemoryExists(new["name"])
+        changed = memory.changed(**new)
+        if any(new[key] != old[key] for key in ("name", "description", "body", "extra")):
+            self._refuse_secrets(changed)
+        return self._apply(changed, Operation.UPDATE, memory)
+
+    def delete(
+        self, memory: MemoryRecord, *, merged_into: MemoryRecord | None = None
+    ) -> MemoryRecord:
+        """Soft-delete `memory`; a consolidation says which memory it was merged into."""
+        memory = self._current(memory)
+        return self._apply(
+            memory.changed(deleted_at=self.now),
+            Operation.DELETE,
+            memory,
+            merged_into=None if merged_into is None else merged_into.id,
+        )
+
+    def _current(self, memory: MemoryRecord) -> MemoryRecord:
+        """This transaction's latest state of `memory`, which must be live."""
+        current = self._changed.get(memory.id, memory)
+        if current.deleted_at is not None:
+            raise MemoryNotFound(current.name)
+        return current
+
+    def restore(self, name: str) -> MemoryRecord:
+        """Bring back the most recently deleted memory called `name`."""
+        if name in self._live_names():
+            raise NothingToRestore(name, "a memory with that name exists")
+        deleted_here = [m for m in self._changed.values() if m.name == name and m.deleted_at]
+        memory = max(deleted_here, key=lambda m: m.id) if deleted_here else None
+        if memory is None:
+            rows = self.connection.execute(
+                select(memory_table)
+                .where(memory_table.c.name == name, memory_table.c.deleted_at.is_not(None))
+                .order_by(memory_table.c.deleted_at.desc(), memory_table.c.id.desc())
+            ).mappings()
+            # Skip rows this transaction has already changed (restored, renamed).
+            memory = next((MemoryRecord(**r) for r in rows if r["id"] not in self._changed), None)
+        if memory is None:
+            raise NothingToRestore(name, "no deleted memory has that name")
+        if self._is_purged(memory.id):
+            raise NothingToRestore(name, "its content was purged from history")
+        self._refuse_secrets(memory)
+        return self._apply(memory.changed(deleted_at=None), Operation.RESTORE, memory)
+
+    def restore_id(self, memory_id: int) -> MemoryRecord:
+        """Bring back one particular deleted memory (an undo knows exactly which)."""
+        memory = self.by_id(memory_id)
+        if memory.deleted_at is None:
+            raise NothingToRestore(memory.name, "it is not deleted")
+        if memory.name in self._live_names():
+            raise NothingToRestore(memory.name, "a memory with that name exists")
+        if self._is_purged(memory.id):
+            raise NothingToRestore(memory.name, "its content was purged from history")
+        self._refuse_secrets(memory)
+        return self._apply(memory.changed(deleted_at=None), Operation.RESTORE, memory)
+
+    def purge(self, name: str) -> list[MemoryRecord]:
+        """Erase from history the content of every memory that ever had `name` (what
+        `history NAME` shows): a live one is deleted first; as the transaction commits,
+        each of their events keeps its row with its values replaced by a marker holding
+        their SHA-256, as do the commands of the runs that wrote them and the memory rows'
+        text. The history's hash chain still verifies; nothing can restore or undo it."""
+        ids = self.connection.execute(
+            select(memory_event_table.c.memory_id)
+            .where(memory_event_table.c.memory_name == name)
+            .distinct()
+            .order_by(memory_event_table.c.memory_id)
+        ).scalars()
+        memories = [self.by_id(memory_id) for memory_id in ids]
+        if not memories:
+            raise MemoryNotFound(name)
+        # Freed space is overwritten with zeros, so the erased text is not left in the file.
+        self.connection.exec_driver_sql("PRAGMA secure_delete = ON")
+        for memory in memories:
+            if memory.deleted_at is None:
+                self.delete(memory)
+        self._purged.extend(memory.id for memory in memories)
+        return memories
+
+    def _erase_purged(self) -> None:
+        """The purge's rewrites, after its delete events are written (the triggers let an
+        event's values become a marker only for a memory recorded in memory_purge)."""
+        execute = self.connection.execute
+        for memory_id in self._purged:
+            events = execute(
+                select(
+                    _EVENTS.id,
+                    _stored_text(_EVENTS.old_value),
+                    _stored_text(_EVENTS.new_value),
+                    _EVENTS.run_id,
+                ).where(_EVENTS.memory_id == memory_id)
+            ).all()
+            execute(
+                insert(memory_purge_table).values(
+                    run_id=self.run_id,
+                    memory_id=memory_id,
+                    memory_name=self.by_id(memory_id).name,
+                    events=len(events),
+                    purged_at=self.now,
+                )
+            )
+            execute(
+                update(memory_event_table)
+                .where(_EVENTS.id == bindparam("b_id"))
+                .values(
+                    old_value=bindparam("b_old", type_=Text),
+                    new_value=bindparam("b_new", type_=Text),
+                ),
+                [
+                    {"b_id": event_id, "b_old": _purged_or_none(old), "b_new": _purged_or_none(new)}
+                    for event_id, old, new, _ in events
+                ],
+            )
+            for run_id in sorted({run_id for *_, run_id in events} - {self.run_id}):
+                runs = run_table.c
+                command = execute(select(runs.command).where(runs.id == run_id)).scalar_one()
+                execute(
+                    update(run_table)
+                    .where(runs.id == run_id)
+                    .values(command=chain.purged_command(command))
+                )
+            memory = self.by_id(memory_id)
+            marker = f"[purged sha256:{chain.value_hash(to_json(memory.snapshot()))}]"
+            execute(
+                update(memory_table)
+                .where(memory_table.c.id == memory_id)
+                .values(description=marker, body=marker, extra={})
+            )
+            execute(delete(memory_vector_table).where(memory_vector_table.c.memory_id == memory_id))
+        if self._purged:
+            # The full-text index keeps a deleted text's words until its segments merge
+            # (FTS5's own command, which only SQL can say).
+            self.connection.exec_driver_sql(
+                "INSERT INTO memory_fts (memory_fts) VALUES ('optimize')"
+            )
+
+    def _is_purged(self, memory_id: int) -> bool:
+        purges = memory_purge_table.c
+        query = select(purges.id).where(purges.memory_id == memory_id).limit(1)
+        return self.connection.execute(query).first() is not None
+
+    def _refuse_secrets(self, memory: MemoryRecord) -> None:
+        """The one secrets check of every write that makes a memory's text live: create,
+        update, restore, and so import, undo, extraction, consolidation and /remember."""
+        if self.allow_secrets:
+            return
+        from memstore.storage.secrets import memory_secret  # compiles its patterns: only on writes
+
+        found = memory_secret(memory.name, memory.description, memory.body, memory.extra)
+        if found is not None:
+            raise SecretRefused(found.field, found.finding.kind, memory.name)
+
+    def by_id(self, memory_id: int) -> MemoryRecord:
+        """This transaction's view of a memory, live or deleted."""
+        if memory_id in self._changed:
+            return self._changed[memory_id]
+        row = (
+            self.connection.execute(select(memory_table).where(memory_table.c.id == memory_id))
+            .mappings()
+            .first()
+        )
+        if row is None:
+            raise MemoryNotFound(f"#{memory_id}")
+        return MemoryRecord(**row)
+
+    def _allocate_id(self) -> int:
+        if self._next_id is None:
+            highest = self.connection.execute(select(func.max(memory_table.c.id))).scalar()
+            self._next_id = (highest or 0) + 1
+        self._next_id += 1
+        return self._next_id - 1
+
+    def _apply(
+        self,
+        memory: MemoryRecord,
+        operation: Operation,
+        before: MemoryRecord | None,
+        *,
+        merged_into: int | None = None,
+    ) -> MemoryRecord:
+        if before is not None:
+            memory = memory.changed(version=before.version + 1, updated_at=self.now)
+        live = self._live_names()
+        if before is not None and before.deleted_at is None:
+            live.pop(before.name, None)
+        if memory.deleted_at is None:
+            live[memory.name] = memory.id
+        self._changed[memory.id] = memory
+        old = None if before is None or operation is Operation.RESTORE else before.snapshot()
+        new = None if operation is Operation.DELETE else memory.snapshot()
+        self.events.append(PendingEvent(memory.id, memory.name, operation, old, new, merged_into))
+        return memory
+
+    def write(self) -> None:
+        """Write the changes and their events (called once, as the transaction commits)."""
+        if not self.events:
+            if self._record_run or self._purged:
+                self._write_run()
+            self._erase_purged()
+            return
+        columns = memory_table.c.keys()
+        existing = [_row_of(m, columns) for i, m in self._changed.items() if i not in self._new_ids]
+        created = [_row_of(m, columns) for i, m in self._changed.items() if i in self._new_ids]
+        # Names are unique among live rows, and the final states may swap, free and reuse
+        # names in any order: take the touched rows out of the live set first, then write
+        # their final states, then the new rows.
+        touched = [row["id"] for row in existing]
+        for start in range(0, len(touched), 500):
+            self.connection.execute(
+                update(memory_table)
+                .where(memory_table.c.id.in_(touched[start : start + 500]), LIVE)
+                .values(deleted_at=self.now)
+            )
+        if existing:
+            self.connection.execute(
+                update(memory_table).where(memory_table.c.id == bindparam("b_id")),
+                [{**row, "b_id": row["id"]} for row in existing],
+            )
+        insert_rows(self.connection, memory_table, created)
+        self._write_run()
+        insert_rows(self.connection, memory_event_table, self._chained_events())
+        self._erase_purged()
+
+    def _chained_events(self) -> list[dict[str, Any]]:
+        """The event rows, numbered after the last event and each hashed onto the chain
+        (this transaction holds the write lock: nobody else appends meanwhile)."""
+        last = self.connection.execute(
+            select(_EVENTS.id, _EVENTS.hash).order_by(_EVENTS.id.desc()).limit(1)
+        ).first()
+        next_id, previous = (last[0] + 1, last[1]) if last is not None else (1, chain.GENESIS)
+        rows = []
+        for number, event in enumerate(self.events, next_id):
+            row: dict[str, Any] = {
+                "id": number,
+                "memory_id": event.memory_id,
+                "memory_name": event.memory_name,
+                "operation": event.operation.value,
+                "actor": self.actor,
+                "run_id": self.run_id,
+                "created_at": self.now,
+                "merged_into": event.merged_into,
+                "old_value": event.old,
+                "new_value": event.new,
+            }
+            stored = chain.ChainedEvent(
+                **{**row, "old_value": to_json(event.old), "new_value": to_json(event.new)},
+                command=self.command,
+            )
+            row["hash"] = previous = chain.event_hash(previous, stored)
+            rows.append(row)
+        return rows
+
+    def _write_run(self) -> None:
+        self.connection.execute(
+            insert(run_table),
+            {
+                "id": self.run_id,
+                "actor": self.actor,
+                "command": self.command,
+                "started_at": self.started_at or self.now,
+                "session_id": self.session_id,
+                "undoes": self.undoes,
+            },
+        )
+
+
+def _stored_text(column: ColumnElement[Any]) -> ColumnElement[str]:
+    """A JSON column's stored text, not its value: a purge marker keeps the text's hash."""
+    return type_coerce(column, Text)
+
+
+def _purged_or_none(text: str | None) -> str | None:
+    return None if text is None else chain.purged_value(text)
+
+
+def _row_of(memory: MemoryRecord, columns: Iterable[str]) -> dict[str, Any]:
+    return {column: getattr(memory, column) for column in columns}
