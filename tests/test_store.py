@@ -250,3 +250,12 @@ def test_failure_while_writing_rolls_everything_back(store: MemoryStore) -> None
         == "User wants 4-space indentation, never tabs"
     )
     assert len(store.history.events()) == 1 and store.count() == 1
+
+
+def test_the_old_history_names_still_work_for_one_release(store: MemoryStore) -> None:
+    add_tabs(store)
+    events = [event.id for event in store.history.events("user-preference-tabs")]
+    with pytest.warns(DeprecationWarning, match=r"store\.history\.events"):
+        assert [event.id for event in store.history("user-preference-tabs")] == events
+    with pytest.warns(DeprecationWarning, match=r"store\.history\.verify"):
+        assert store.verify_history() == store.history.verify()

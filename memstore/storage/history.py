@@ -6,6 +6,7 @@ it. `store.history` is the History of a store's database.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,6 +26,15 @@ class History:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+
+    def __call__(self, name: str | None = None, limit: int | None = None) -> list[MemoryEvent]:
+        """Deprecated, kept one release: `store.history(name)` of memstore 0.1."""
+        warnings.warn(
+            "store.history(...) is deprecated: use store.history.events(...)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.events(name, limit)
 
     def events(self, name: str | None = None, limit: int | None = None) -> list[MemoryEvent]:
         """Events, oldest first (the last `limit`); for a name, every event of any memory

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from memstore.errors import MemoryNotFound, StoreUnavailable
+from memstore.storage.chain import ChainReport
 from memstore.storage.engine import (
     BUSY_TIMEOUT_MS,
     ReadOnlyQuery,
@@ -83,6 +85,15 @@ class MemoryStore:
         self.engine = open_database(self.path, create=create)
         self._writer = writer(self.engine)
         self.history = History(self.engine)
+
+    def verify_history(self) -> ChainReport:
+        """Deprecated, kept one release: memstore 0.1's name of `store.history.verify()`."""
+        warnings.warn(
+            "store.verify_history() is deprecated: use store.history.verify()",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.history.verify()
 
     def close(self) -> None:
         self.engine.dispose()
