@@ -29,6 +29,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
+from memstore.agent.tools import ToolRequest, glob_regex
 from memstore.errors import InvalidSettings
 from memstore.settings import Settings, read_allow_rules
 
@@ -38,18 +39,6 @@ READ_ONLY_TOOLS = frozenset({"read_file", "glob", "task"})
 APPROVED_TOOLS = frozenset({"bash", "write_file", "edit_file"})
 _SHELL_CONTROL = re.compile(r"[;&|`$()<>\n\r]")
 _RULE = re.compile(r"^\s*(bash|write_file|edit_file)\s*(?:\((.*)\))?\s*$", re.S)
-
-
-@dataclass(frozen=True)
-class ToolRequest:
-    """One tool call as the user is asked about it. `summary` says exactly what will run or
-    be written; it is untrusted text (escape control characters to display it). `path` is
-    the workspace-relative path a file tool will write ("" for bash)."""
-
-    name: str
-    input: dict[str, Any]
-    summary: str
-    path: str = ""
 
 
 @dataclass(frozen=True)
@@ -89,8 +78,6 @@ class Rule:
         if self.tool == "bash":
             command = str(request.input.get("command", "")).strip()
             return not _SHELL_CONTROL.search(command) and fnmatchcase(command, self.pattern)
-        from memstore.agent.tools import glob_regex
-
         return bool(request.path) and glob_regex(self.pattern).fullmatch(request.path) is not None
 
     def __str__(self) -> str:

@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from memstore.agent.approval import ToolRequest
 from memstore.text import cut_middle
 
 BASH_TIMEOUT_S = 120
@@ -55,6 +54,18 @@ PROTECTED_FOLDERS = (".git", ".memory")
 # With a database file, what SQLite keeps beside it.
 DATABASE_SUFFIXES = ("", "-wal", "-shm", "-journal")
 GLOB_MAX_RESULTS = 500
+
+
+@dataclass(frozen=True)
+class ToolRequest:
+    """One tool call as the user is asked about it. `summary` says exactly what will run or
+    be written; it is untrusted text (escape control characters to display it). `path` is
+    the workspace-relative path a file tool will write ("" for bash)."""
+
+    name: str
+    input: dict[str, Any]
+    summary: str
+    path: str = ""
 
 
 @dataclass(frozen=True)
