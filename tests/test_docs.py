@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import shutil
 import warnings
 from pathlib import Path
 
@@ -85,3 +86,20 @@ def test_architecture_lists_every_module() -> None:
         if path.name not in {"__init__.py", "__main__.py"} and named not in rows.get(layer, ""):
             unlisted.append(f"{layer}: {path.relative_to(ROOT)}")
     assert not unlisted, "add them to ARCHITECTURE.md's table: " + ", ".join(sorted(unlisted))
+
+
+def test_python_api_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ```python blocks of docs/python-api.md run, in order, in a fresh workspace."""
+    from memstore import MemoryStore
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    text = (ROOT / "docs" / "python-api.md").read_text(encoding="utf-8")
+    blocks = [b.split("```", 1)[0] for b in text.split("```python\n")[1:]]
+    assert len(blocks) >= 4
+    with MemoryStore(tmp_path / ".memory" / "memstore.db") as store:
+        names: dict[str, object] = {}
+        for block in blocks:
+            names["store"] = store  # the blocks after "Open a store" use one open store
+            exec(compile(block, "docs/python-api.md", "exec"), names)
+        assert store.find("project-deploy") is not None
