@@ -137,7 +137,8 @@ def _installed(which: str, wheel_site: Path) -> tuple[list[str], Path | None]:
 def test_the_wheel_ships_every_file_of_the_source_packages(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     expected = _source_files()
-    assert "memstore/agent/loop.py" in expected and "memstore/recall/data/synonyms_en.txt" in expected
+    assert "memstore/agent/loop.py" in expected
+    assert "memstore/recall/data/synonyms_en.txt" in expected
     assert expected - names == set()
     assert "memstore/py.typed" in names
     assert "memstore/migrations/env.py" in names and "memstore/migrations/script.py.mako" in names
