@@ -51,7 +51,7 @@ def offline_recall(
         semantic is None
         or limit <= 0
         or not focus
-        or HAN_CHARACTER.search(focus)
+        or HAN_CHARACTER.search(focus)  # the model is English: it would hurt Chinese recall
         or semantic.unavailable_reason() is not None
     ):
         return keyword_recall(store, text, limit), False
