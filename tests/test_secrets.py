@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from anthropic import Anthropic
 from memctl.app import app
-from memctl.chat import remember
 from typer.testing import CliRunner
 
 from memstore.errors import ConsolidationRefused, ImportRejected, InvalidMemory, SecretRefused
 from memstore.files.importer import import_memories
 from memstore.learning.consolidate import consolidate_memories
 from memstore.learning.extract import extract_memories
+from memstore.learning.remember import remember
 from memstore.storage import secrets
 from memstore.storage.secrets import find_secrets, memory_secret
 from memstore.storage.store import MemoryStore

@@ -730,6 +730,7 @@ def chat(
         context_tokens=context_tokens,
         resume=session or ("last" if resume else None),
         skip_approvals=dangerously_skip_approvals,
+        settings_file=State.settings.settings_file,
     )
 
 

@@ -9,10 +9,8 @@ scripts): plain text, streamed as it comes, nothing cut.
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 import sys
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,9 +22,17 @@ from memstore.agent.approval import SKIP_FLAG, ApprovalPolicy, load_allow_rules
 from memstore.agent.compact import CompactionSettings
 from memstore.agent.loop import Agent, AgentFailed, SessionFiles
 from memstore.agent.memory import AgentMemory
+from memstore.agent.sessions import (
+    find_session,
+    keep_out_of_git,
+    load_usage,
+    new_session_id,
+    save_usage,
+    sessions_folder,
+)
 from memstore.agent.tools import ToolResult, Workspace
-from memstore.errors import MemstoreError, SessionNotFound
-from memstore.llm.client import Usage
+from memstore.errors import InvalidMemory, MemstoreError
+from memstore.learning.remember import remember, split_type
 from memstore.recall.vectors import SemanticIndex
 from memstore.storage.store import MemoryStore
 
@@ -163,22 +169,6 @@ def _brief(arguments: Any) -> str:
         return one_line(repr(arguments))
 
 
-def find_session(sessions: Path, wanted: str) -> Path:
-    """The session folder `wanted` names (an id or its prefix), or the latest for "last"."""
-    found = sorted(p for p in sessions.glob("*") if (p / "transcript.jsonl").is_file())
-    if wanted != "last":
-        found = [p for p in found if p.name.startswith(wanted)]
-    if not found:
-        raise SessionNotFound(f"no saved session {wanted!r} in {sessions}")
-    if wanted != "last" and len(found) > 1:
-        raise SessionNotFound(f"several sessions start with {wanted!r}; give more of the id")
-    return found[-1]
-
-
-def new_session_id() -> str:
-    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + os.urandom(3).hex()
-
-
 def run_chat(
     *,
     db: Path,
@@ -189,22 +179,19 @@ def run_chat(
     context_tokens: int,
     resume: str | None = None,
     skip_approvals: bool = False,
+    settings_file: Path | None = None,
 ) -> None:
     tty = sys.stdin.isatty() and sys.stdout.isatty()
-    allow = load_allow_rules()  # a settings file in error stops here, in one line
+    allow = load_allow_rules(settings_file)  # a settings file in error stops here, in one line
     events = TerminalEvents(tty)
-    sessions = db.parent / "sessions"
+    sessions = sessions_folder(db)
     if resume is not None:
         session = SessionFiles(find_session(sessions, resume))
         session_id = session.directory.name
     else:
         session_id = new_session_id()
         session = SessionFiles(sessions / session_id)
-    # Transcripts hold the conversation verbatim, secrets included: keep them out of git
-    # even when .memory/ itself is committed.
-    sessions.mkdir(parents=True, exist_ok=True)
-    if not (sessions / ".gitignore").exists():
-        (sessions / ".gitignore").write_text("# memctl chat transcripts: local only\n*\n")
+    keep_out_of_git(sessions)
     export_dir = workspace / ".memory"
     with MemoryStore(db, actor="chat", command=f"memctl chat (session {session_id})") as store:
         memory = (
@@ -234,7 +221,7 @@ def run_chat(
         if resume is not None:
             messages, skipped = session.load()
             agent.resume(messages)
-            load_usage(agent)
+            load_usage(session.directory, agent.usage, agent.side_usage)
             note = f"; {skipped} unreadable lines skipped" if skipped else ""
             events.line(f"resumed session {session_id}: {count(len(messages), 'message')}{note}")
         memories = count(store.count(), "memory", "memories") if use_memory else "memory off"
@@ -300,46 +287,10 @@ def _turn(agent: Agent, text: str, events: TerminalEvents) -> None:
         )
         return
     finally:
-        save_usage(agent)
+        save_usage(agent.session.directory, agent.usage, agent.side_usage)
     events.finish()
     if outcome.learning is not None:
         _report_learning(outcome, events)
-
-
-USAGE_FILE = "usage.json"
-USAGE_FIELDS = {f.name for f in fields(Usage)}
-
-
-def save_usage(agent: Agent) -> None:
-    """The session's token counts, beside its transcript, so /cost goes on after --resume."""
-    directory = agent.session.directory
-    counts = {"agent": asdict(agent.usage), "side": asdict(agent.side_usage)}
-    with contextlib.suppress(OSError):
-        directory.mkdir(parents=True, exist_ok=True)
-        temporary = directory / f".{USAGE_FILE}.{os.getpid()}.tmp"
-        temporary.write_text(json.dumps(counts) + "\n", encoding="utf-8")
-        temporary.replace(directory / USAGE_FILE)
-
-
-def load_usage(agent: Agent) -> None:
-    try:
-        counts = json.loads((agent.session.directory / USAGE_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return  # a session saved before usage was kept, or an unreadable file: from zero
-    if not isinstance(counts, dict):
-        return
-    for key, usage in (("agent", agent.usage), ("side", agent.side_usage)):
-        saved = counts.get(key)
-        if isinstance(saved, dict):
-            usage.merge(
-                Usage(
-                    **{
-                        name: value
-                        for name, value in saved.items()
-                        if name in USAGE_FIELDS and type(value) is int and value >= 0
-                    }
-                )
-            )
 
 
 def _log_crash(agent: Agent) -> None:
@@ -385,7 +336,10 @@ def slash_command(
         elif command == "/memory":
             _show_memory(store, argument, events)
         elif command == "/remember":
-            name = remember(store, argument)
+            kind, text = split_type(argument)
+            if not text:
+                raise InvalidMemory("text", "usage: /remember TEXT")
+            name = remember(store, text, kind)
             _export(store, export_dir)
             events.line(f"remembered {name}", style="green")
         elif command == "/forget":
@@ -418,32 +372,6 @@ def _show_memory(store: MemoryStore, name: str, events: TerminalEvents) -> None:
         return
     events.finish()
     print_table(["NAME", "TYPE", "DESCRIPTION"], summaries)
-
-
-TYPE_PREFIXES = ("user", "feedback", "project", "reference")
-
-
-def remember(store: MemoryStore, text: str) -> str:
-    """Save TEXT as a memory, refusing secrets; its name comes from its first words."""
-    from memstore.errors import InvalidMemory
-    from memstore.storage.secrets import find_secrets
-    from memstore.storage.validation import name_from_text
-
-    kind = "user"
-    head, colon, rest = text.partition(":")
-    if colon and head.strip().lower() in TYPE_PREFIXES:
-        kind, text = head.strip().lower(), rest.strip()
-    if not text:
-        raise InvalidMemory("text", "usage: /remember TEXT")
-    secrets = find_secrets(text)
-    if secrets:
-        raise InvalidMemory("text", f"looks like it holds a secret ({secrets[0].kind}); not saved")
-    first_line = text.splitlines()[0]
-    base = name_from_text(" ".join(first_line.split()[:6]))
-    with store.transaction(actor="chat") as tx:
-        name = tx.free_name(base)
-        tx.create(name, kind, first_line[:150], text)
-    return name
 
 
 def _show_recall(agent: Agent, events: TerminalEvents) -> None:

@@ -1,0 +1,79 @@
+"""Where memctl chat keeps its sessions: one folder per session under the database's
+`sessions/`, named by an id that sorts by time, with the session's token counts beside its
+transcript (so that /cost goes on after --resume). Transcripts hold the conversation
+verbatim, secrets included: the folder is kept out of git even where `.memory/` is committed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import asdict, fields
+from datetime import UTC, datetime
+from pathlib import Path
+
+from memstore.errors import SessionNotFound
+from memstore.llm.client import Usage
+
+USAGE_FILE = "usage.json"
+USAGE_FIELDS = {f.name for f in fields(Usage)}
+
+
+def sessions_folder(database: Path) -> Path:
+    return database.parent / "sessions"
+
+
+def new_session_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + os.urandom(3).hex()
+
+
+def find_session(sessions: Path, wanted: str) -> Path:
+    """The session folder `wanted` names (an id or its prefix), or the latest for "last"."""
+    found = sorted(p for p in sessions.glob("*") if (p / "transcript.jsonl").is_file())
+    if wanted != "last":
+        found = [p for p in found if p.name.startswith(wanted)]
+    if not found:
+        raise SessionNotFound(f"no saved session {wanted!r} in {sessions}")
+    if wanted != "last" and len(found) > 1:
+        raise SessionNotFound(f"several sessions start with {wanted!r}; give more of the id")
+    return found[-1]
+
+
+def keep_out_of_git(sessions: Path) -> None:
+    sessions.mkdir(parents=True, exist_ok=True)
+    if not (sessions / ".gitignore").exists():
+        (sessions / ".gitignore").write_text("# memctl chat transcripts: local only\n*\n")
+
+
+def save_usage(directory: Path, agent: Usage, side: Usage) -> None:
+    """The session's token counts, written whole (through a temporary file) or not at all."""
+    counts = {"agent": asdict(agent), "side": asdict(side)}
+    with contextlib.suppress(OSError):
+        directory.mkdir(parents=True, exist_ok=True)
+        temporary = directory / f".{USAGE_FILE}.{os.getpid()}.tmp"
+        temporary.write_text(json.dumps(counts) + "\n", encoding="utf-8")
+        temporary.replace(directory / USAGE_FILE)
+
+
+def load_usage(directory: Path, agent: Usage, side: Usage) -> None:
+    """Add the saved token counts to `agent` and `side`; nothing from a session saved before
+    usage was kept, or an unreadable file (its counts start from zero)."""
+    try:
+        counts = json.loads((directory / USAGE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if not isinstance(counts, dict):
+        return
+    for key, usage in (("agent", agent), ("side", side)):
+        saved = counts.get(key)
+        if isinstance(saved, dict):
+            usage.merge(
+                Usage(
+                    **{
+                        name: value
+                        for name, value in saved.items()
+                        if name in USAGE_FIELDS and type(value) is int and value >= 0
+                    }
+                )
+            )
