@@ -31,7 +31,6 @@ from memctl.render import (
     visible_controls,
 )
 from memstore.errors import (
-    InvalidMemory,
     MemstoreError,
     NoDatabase,
     SecretRefused,
@@ -315,7 +314,7 @@ def _edit_in_editor(
     import tempfile
 
     from memstore.errors import UnreadableFile
-    from memstore.files.format import parse_memory_text, render_memory_file
+    from memstore.files.format import memory_fields, render_memory_file
 
     opened = store.get(name)
     editor = State.settings.editor
@@ -329,25 +328,12 @@ def _edit_in_editor(
     if completed.returncode != 0:
         fail(f"editor {editor!r} exited with status {completed.returncode}; nothing changed")
     try:
-        parsed = parse_memory_text(path.read_text(encoding="utf-8"))
-        metadata = parsed.metadata
-        for key in ("name", "type", "description"):
-            if not isinstance(metadata.get(key), str):
-                raise InvalidMemory(key, "must be present in the frontmatter as text")
+        fields = memory_fields(path.read_text(encoding="utf-8"))
         with store.transaction(allow_secrets=allow_secret) as tx:
             memory = tx.get(name)
             if memory.version != opened.version:
                 fail(f"{name} changed while you were editing; your text is kept in {path}")
-            updated = tx.update(
-                memory,
-                name=metadata["name"],
-                type=metadata["type"],
-                description=metadata["description"],
-                body=parsed.body,
-                extra={
-                    k: v for k, v in metadata.items() if k not in ("name", "type", "description")
-                },
-            )
+            updated = tx.update(memory, **fields)
     except SecretRefused as error:
         fail(
             f"{error}; your text is kept in {path} (if it is not a secret, run again with "

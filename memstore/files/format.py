@@ -17,7 +17,7 @@ import frontmatter
 import yaml
 from frontmatter.default_handlers import YAMLHandler
 
-from memstore.errors import UnreadableFile
+from memstore.errors import InvalidMemory, UnreadableFile
 from memstore.limits import INDEX_DESCRIPTION_MAX_CHARS
 from memstore.storage.models import MemoryRecord, MemorySummary, MemoryType
 from memstore.storage.validation import normalize_newlines
@@ -127,6 +127,22 @@ def parse_memory_text(text: str) -> ParsedFile:
     if not isinstance(metadata, dict):
         raise UnreadableFile("frontmatter is not a mapping of keys to values")
     return ParsedFile(_json_safe(metadata), body.strip(), lenient)
+
+
+def memory_fields(text: str) -> dict[str, Any]:
+    """A memory's canonical text (as `memctl edit` shows it) read back as the fields of an
+    update: name, type, description, body and extra. UnreadableFile, or InvalidMemory when
+    the frontmatter lacks a modeled key."""
+    parsed = parse_memory_text(text)
+    metadata = parsed.metadata
+    for key in ("name", "type", "description"):
+        if not isinstance(metadata.get(key), str):
+            raise InvalidMemory(key, "must be present in the frontmatter as text")
+    return {
+        **{key: metadata[key] for key in MODELED_KEYS},
+        "body": parsed.body,
+        "extra": {k: v for k, v in metadata.items() if k not in MODELED_KEYS},
+    }
 
 
 _PLAIN_LINE = re.compile(r"([A-Za-z_][\w-]*): (\S(?:.*\S)?)")
