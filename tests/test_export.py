@@ -208,7 +208,7 @@ def test_an_export_killed_mid_write_leaves_no_hand_edits(
     fill(store, 1500)
     export_memories(store, out)
     with store.transaction() as tx:
-        for memory in tx.live_memories():
+        for memory in tx.memories():
             tx.update(memory, body=f"{memory.body}, second version")
     watched = out / "note-0.md"
     old = watched.read_bytes()

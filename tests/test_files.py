@@ -170,7 +170,7 @@ def test_round_trip_export_import_export_is_byte_identical(
     first, second, folder = two_stores
     case = folder / uuid.uuid4().hex
     with first.transaction() as tx:
-        for memory in tx.live_memories():
+        for memory in tx.memories():
             tx.delete(memory)
         tx.create("round-trip", "reference", description, body)
     export_memories(first, case / "one")

@@ -198,7 +198,7 @@ def test_two_exports_into_one_folder_at_once_both_succeed(tmp_path: Path) -> Non
 
     for round_ in range(3):
         with MemoryStore(tmp_path / "memstore.db") as store, store.transaction() as tx:
-            for memory in tx.live_memories():
+            for memory in tx.memories():
                 tx.update(memory, body=f"{memory.body} round {round_}")
         threads = [threading.Thread(target=export_repeatedly, args=(round_,)) for _ in range(2)]
         for thread in threads:

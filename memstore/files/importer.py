@@ -343,7 +343,7 @@ def import_memories(
         return report
     with store.transaction(actor="import", allow_secrets=allow_secrets) as tx:
         records = load_records(tx.connection, key, legacy)
-        live = tx.live_memories()
+        live = tx.memories()
         items = _since_last_export(tx.connection, items, records, live, report)
         _raise_if_rejected(report, skip_invalid)
         results: dict[str, MemoryRecord] = {}

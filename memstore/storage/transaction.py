@@ -119,7 +119,8 @@ class WriteTransaction:
             candidate = with_suffix(name, number)
         return candidate
 
-    def live_memories(self) -> list[MemoryRecord]:
+    def memories(self) -> list[MemoryRecord]:
+        """The live memories as this transaction leaves them: stored ones by name, then new."""
         rows = self.connection.execute(
             select(memory_table).where(LIVE).order_by(memory_table.c.name)
         )
