@@ -74,7 +74,7 @@ class PurgeReport(NamedTuple):
 
 class MemoryStore:
     """A memstore database. Opening it creates or migrates the schema; with create=False
-    it must exist, and is opened read-only where it cannot be written (db.open_database)."""
+    it must exist, and is opened read-only where it cannot be written (engine.open_database)."""
 
     def __init__(
         self, path: str | Path, *, actor: str = "api", command: str = "", create: bool = True
