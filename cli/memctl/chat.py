@@ -35,6 +35,7 @@ from memstore.errors import InvalidMemory, MemstoreError
 from memstore.learning.remember import remember, split_type
 from memstore.recall.vectors import SemanticIndex
 from memstore.storage.store import MemoryStore
+from memstore.storage.workspace import LINE_HISTORY_FILE, MEMORY_FOLDER
 
 HELP = """\
 /memory [NAME]     list the memories, or show one
@@ -192,7 +193,7 @@ def run_chat(
         session_id = new_session_id()
         session = SessionFiles(sessions / session_id)
     keep_out_of_git(sessions)
-    export_dir = workspace / ".memory"
+    export_dir = workspace / MEMORY_FOLDER
     with MemoryStore(db, actor="chat", command=f"memctl chat (session {session_id})") as store:
         memory = (
             AgentMemory(
@@ -205,7 +206,7 @@ def run_chat(
             if use_memory
             else None
         )
-        reader: MessageInput = TerminalInput(db.parent / "chat_history") if tty else PipedInput()
+        reader: MessageInput = TerminalInput(db.parent / LINE_HISTORY_FILE) if tty else PipedInput()
         # Piped, nobody can be asked: what needs approval is refused, unless a rule allows it.
         ask = terminal_approver(workspace, events.block, reader.ask) if tty else None
         agent = Agent(

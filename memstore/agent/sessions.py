@@ -15,13 +15,14 @@ from pathlib import Path
 
 from memstore.errors import SessionNotFound
 from memstore.llm.client import Usage
+from memstore.storage.workspace import SESSIONS_FOLDER
 
 USAGE_FILE = "usage.json"
 USAGE_FIELDS = {f.name for f in fields(Usage)}
 
 
 def sessions_folder(database: Path) -> Path:
-    return database.parent / "sessions"
+    return database.parent / SESSIONS_FOLDER
 
 
 def new_session_id() -> str:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from memstore.storage.workspace import SESSIONS_FOLDER
 from memstore.text import cut_middle
 
 BASH_TIMEOUT_S = 120
@@ -167,7 +168,7 @@ class Workspace:
     def protect_database(self, database: Path) -> None:
         database = database.resolve()
         self.off_limits += [database.with_name(database.name + s) for s in DATABASE_SUFFIXES]
-        self.off_limits.append(database.parent / "sessions")
+        self.off_limits.append(database.parent / SESSIONS_FOLDER)
 
     def request(self, name: str, arguments: Any) -> ToolRequest | ToolResult:
         """The call as the user is asked about it, or the error result when it cannot run

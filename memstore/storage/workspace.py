@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 
 MEMORY_FOLDER = ".memory"
 DATABASE_NAME = "memstore.db"
+# memctl chat's, beside the database: its sessions' transcripts, and the lines typed.
+SESSIONS_FOLDER = "sessions"
+LINE_HISTORY_FILE = "chat_history"
 # How the workspace was chosen, as `memctl path` says it.
 FOUND_MEMORY = "has a .memory/ folder"
 FOUND_GIT = "root of a git repository"
@@ -89,8 +92,8 @@ def ignored_names(database_name: str) -> list[str]:
         f"{database_name}-wal",
         f"{database_name}-shm",
         f"{database_name}-journal",
-        "sessions/",
-        "chat_history",
+        f"{SESSIONS_FOLDER}/",
+        LINE_HISTORY_FILE,
         ".*.tmp",
     ]
 
