@@ -188,3 +188,24 @@ class InvalidSettings(MemstoreError):
 
 class SessionNotFound(MemstoreError):
     """No saved chat session has the given id (or id prefix), or several do."""
+
+
+class ModelUnavailable(MemstoreError):
+    """The model could not be asked, or did not answer usably; the reason is the message.
+    `transient`: asking again may work (a dropped connection, an overload mid-stream)."""
+
+    def __init__(self, reason: str, *, transient: bool = False) -> None:
+        super().__init__(reason)
+        self.transient = transient
+
+
+class PromptTooLong(ModelUnavailable):
+    """The API refused the prompt as too long: only a shorter one can be answered."""
+
+
+class UnparseableReply(ModelUnavailable):
+    """A tool call's input in the streamed reply is not JSON: nothing of the reply can run."""
+
+
+class AgentFailed(MemstoreError):
+    """The model call failed after retries; the session and its history are intact."""

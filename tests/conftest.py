@@ -18,7 +18,7 @@ from memstore.storage.store import MemoryStore
 from tests.anthropic_server import AnthropicServer, serve
 
 if TYPE_CHECKING:
-    from anthropic import Anthropic
+    from memstore.llm.client import ModelClient
 
 MemctlRunner = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -142,7 +142,7 @@ def anthropic_server() -> Iterator[AnthropicServer]:
 
 
 @pytest.fixture
-def client(anthropic_server: AnthropicServer) -> Anthropic:
+def client(anthropic_server: AnthropicServer) -> ModelClient:
     """The real anthropic client, pointed at the scripted server."""
     from memstore.llm.client import make_client
 

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from anthropic import Anthropic
 
 from memstore.agent import loop
 from memstore.agent.approval import ApprovalPolicy
@@ -22,9 +21,11 @@ from memstore.agent.compact import (
     snip_compact,
     tool_result_budget,
 )
-from memstore.agent.loop import Agent, AgentFailed, SessionFiles, inject
+from memstore.agent.loop import Agent, SessionFiles, inject
 from memstore.agent.memory import AgentMemory
 from memstore.agent.tools import Workspace
+from memstore.errors import AgentFailed
+from memstore.llm.client import ModelClient
 from memstore.storage.store import MemoryStore
 from tests.anthropic_server import (
     AnthropicServer,
@@ -242,7 +243,7 @@ def test_injection_goes_into_a_copy_of_the_current_message() -> None:
 
 def make_agent(
     tmp_path: Path,
-    client: Anthropic,
+    client: ModelClient,
     store: MemoryStore | None = None,
     approval: ApprovalPolicy | None = None,
     **settings: int,
@@ -270,7 +271,7 @@ TOO_LONG = error_reply(400, "invalid_request_error", "prompt is too long: 250000
 
 
 def test_prompt_too_long_compacts_once_and_retries(
-    tmp_path: Path, client: Anthropic, anthropic_server: AnthropicServer
+    tmp_path: Path, client: ModelClient, anthropic_server: AnthropicServer
 ) -> None:
     agent = make_agent(tmp_path, client)
     anthropic_server.script(text_reply("first answer"))
@@ -295,7 +296,7 @@ def test_prompt_too_long_compacts_once_and_retries(
 
 
 def test_ctrl_c_during_tools_leaves_a_valid_history(
-    tmp_path: Path, client: Anthropic, anthropic_server: AnthropicServer
+    tmp_path: Path, client: ModelClient, anthropic_server: AnthropicServer
 ) -> None:
     agent = make_agent(tmp_path, client)
     anthropic_server.script(tool_reply(("bash", {"command": "echo hi"})))
@@ -315,7 +316,7 @@ def test_ctrl_c_during_tools_leaves_a_valid_history(
 
 
 def test_a_long_turn_is_compacted_and_stays_valid(
-    tmp_path: Path, client: Anthropic, anthropic_server: AnthropicServer
+    tmp_path: Path, client: ModelClient, anthropic_server: AnthropicServer
 ) -> None:
     agent = make_agent(
         tmp_path, client, snip_max_messages=10, snip_keep_tail=4, micro_keep_recent=2
@@ -340,7 +341,7 @@ def test_a_long_turn_is_compacted_and_stays_valid(
 
 
 def test_memory_is_recalled_injected_and_learnt(
-    tmp_path: Path, store: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+    tmp_path: Path, store: MemoryStore, client: ModelClient, anthropic_server: AnthropicServer
 ) -> None:
     store.create("user-tabs", "user", "Never tabs", "Use 4 spaces.")
     agent = make_agent(tmp_path, client, store)
@@ -359,7 +360,7 @@ def test_memory_is_recalled_injected_and_learnt(
 
 
 def test_a_task_runs_in_a_sub_agent_with_a_fresh_context(
-    tmp_path: Path, client: Anthropic, anthropic_server: AnthropicServer
+    tmp_path: Path, client: ModelClient, anthropic_server: AnthropicServer
 ) -> None:
     agent = make_agent(tmp_path, client)
     (agent.workspace.root / "todo.txt").write_text("fix the parser\n")
@@ -428,7 +429,7 @@ def test_repair_pairs_leaves_valid_histories_alone_and_fixes_broken_ones() -> No
 
 
 def test_a_turn_interrupted_during_tools_then_compacted_stays_valid(
-    tmp_path: Path, client: Anthropic, anthropic_server: AnthropicServer
+    tmp_path: Path, client: ModelClient, anthropic_server: AnthropicServer
 ) -> None:
     agent = make_agent(tmp_path, client, context_budget_tokens=1)
     anthropic_server.script(text_reply("hello"))
@@ -462,7 +463,7 @@ def test_a_turn_interrupted_during_tools_then_compacted_stays_valid(
 
 
 def test_a_reply_cut_off_inside_a_tool_call_is_answered_and_retried(
-    tmp_path: Path, client: Anthropic, anthropic_server: AnthropicServer
+    tmp_path: Path, client: ModelClient, anthropic_server: AnthropicServer
 ) -> None:
     agent = make_agent(tmp_path, client)
     cut = message_reply(
@@ -483,7 +484,7 @@ def test_a_reply_cut_off_inside_a_tool_call_is_answered_and_retried(
 
 def test_an_error_in_the_middle_of_a_stream_is_retried(
     tmp_path: Path,
-    client: Anthropic,
+    client: ModelClient,
     anthropic_server: AnthropicServer,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -544,7 +545,7 @@ def test_repair_pairs_makes_any_message_list_a_valid_request() -> None:
 
 
 def test_odd_file_names_and_blank_replies_do_not_break_the_session(
-    tmp_path: Path, client: Anthropic, anthropic_server: AnthropicServer
+    tmp_path: Path, client: ModelClient, anthropic_server: AnthropicServer
 ) -> None:
     agent = make_agent(tmp_path, client)
     (agent.workspace.root / os.fsdecode(b"bad\xff.txt")).write_text("x")
@@ -574,7 +575,7 @@ def test_a_transcript_with_unicode_line_separators_resumes_whole(tmp_path: Path)
 
 def test_a_stream_that_ends_early_is_retried(
     tmp_path: Path,
-    client: Anthropic,
+    client: ModelClient,
     anthropic_server: AnthropicServer,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from anthropic import Anthropic
 
 from memstore.errors import CannotUndo, ConsolidationRefused
 from memstore.learning import consolidate as consolidation
 from memstore.learning.consolidate import apply_plan, consolidate_memories, plan_consolidation
 from memstore.learning.consolidation_due import consolidation_due
+from memstore.llm.client import ModelClient
 from memstore.storage.store import MemoryStore
 from memstore.storage.undo import undo_run
 from tests.anthropic_server import AnthropicServer, error_reply, text_reply
@@ -66,7 +66,7 @@ def plan_reply(plan: Any) -> Any:
 
 
 def test_a_plan_is_applied_in_one_recorded_run_and_undone_exactly(
-    filled: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+    filled: MemoryStore, client: ModelClient, anthropic_server: AnthropicServer
 ) -> None:
     before = state(filled)
     anthropic_server.script(plan_reply(GOOD_PLAN))
@@ -108,7 +108,7 @@ def test_a_plan_is_applied_in_one_recorded_run_and_undone_exactly(
 
 
 def test_a_merge_may_keep_a_source_name(
-    filled: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+    filled: MemoryStore, client: ModelClient, anthropic_server: AnthropicServer
 ) -> None:
     kept_id = filled.get("user-tabs").id
     plan = {"merge": [merge(["user-tabs", "user-indent"], "user-tabs", "user", "4 spaces", "x")]}
@@ -149,7 +149,7 @@ HOSTILE_PLANS: list[Any] = [
 
 @pytest.mark.parametrize("plan", HOSTILE_PLANS)
 def test_an_invalid_answer_changes_nothing(
-    filled: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer, plan: Any
+    filled: MemoryStore, client: ModelClient, anthropic_server: AnthropicServer, plan: Any
 ) -> None:
     before, events = state(filled), len(filled.history.events())
     anthropic_server.script(text_reply(plan if isinstance(plan, str) else json.dumps(plan)))
@@ -162,7 +162,7 @@ def test_an_invalid_answer_changes_nothing(
     "reply", [error_reply(529, "overloaded_error"), error_reply(500, "api_error")]
 )
 def test_a_failed_call_changes_nothing(
-    filled: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer, reply: Any
+    filled: MemoryStore, client: ModelClient, anthropic_server: AnthropicServer, reply: Any
 ) -> None:
     before = state(filled)
     anthropic_server.script(reply)
@@ -172,7 +172,7 @@ def test_a_failed_call_changes_nothing(
 
 
 def test_an_empty_plan_changes_nothing_but_counts_as_a_run(
-    filled: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+    filled: MemoryStore, client: ModelClient, anthropic_server: AnthropicServer
 ) -> None:
     for i in range(4):
         filled.create(f"extra-{i}", "project", "More", "b")
@@ -218,7 +218,7 @@ def test_an_empty_plan_changes_nothing_but_counts_as_a_run(
 )
 def test_drastic_plans_need_confirmation(
     filled: MemoryStore,
-    client: Anthropic,
+    client: ModelClient,
     anthropic_server: AnthropicServer,
     plan: Any,
     warning: str,
@@ -232,7 +232,7 @@ def test_drastic_plans_need_confirmation(
 
 
 def test_a_plan_is_not_applied_over_changes_made_while_it_was_planned(
-    filled: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+    filled: MemoryStore, client: ModelClient, anthropic_server: AnthropicServer
 ) -> None:
     anthropic_server.script(plan_reply(GOOD_PLAN))
     plan = plan_consolidation(store=filled, client=client)
@@ -243,7 +243,7 @@ def test_a_plan_is_not_applied_over_changes_made_while_it_was_planned(
 
 
 def test_undo_is_refused_when_a_memory_changed_since(
-    filled: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+    filled: MemoryStore, client: ModelClient, anthropic_server: AnthropicServer
 ) -> None:
     anthropic_server.script(plan_reply(GOOD_PLAN))
     outcome = consolidate_memories(store=filled, client=client)
@@ -255,7 +255,7 @@ def test_undo_is_refused_when_a_memory_changed_since(
 
 def test_large_stores_go_in_batches_by_type(
     store: MemoryStore,
-    client: Anthropic,
+    client: ModelClient,
     anthropic_server: AnthropicServer,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -281,7 +281,7 @@ def test_large_stores_go_in_batches_by_type(
 
 def test_a_batch_may_not_touch_memories_it_was_not_shown(
     store: MemoryStore,
-    client: Anthropic,
+    client: ModelClient,
     anthropic_server: AnthropicServer,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -297,7 +297,7 @@ def test_a_batch_may_not_touch_memories_it_was_not_shown(
 
 
 def test_when_consolidation_is_due(
-    store: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+    store: MemoryStore, client: ModelClient, anthropic_server: AnthropicServer
 ) -> None:
     for i in range(9):
         store.create(f"note-{i}", "project", f"Fact {i}", "b")
@@ -397,7 +397,7 @@ def test_memctl_consolidate_refusals_are_one_line(
 
 
 def test_growing_past_the_cap_after_a_run_is_due(
-    store: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+    store: MemoryStore, client: ModelClient, anthropic_server: AnthropicServer
 ) -> None:
     with store.transaction() as tx:
         for i in range(35):
@@ -412,7 +412,7 @@ def test_growing_past_the_cap_after_a_run_is_due(
 
 
 def test_a_memory_shown_shortened_cannot_be_merged(
-    filled: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+    filled: MemoryStore, client: ModelClient, anthropic_server: AnthropicServer
 ) -> None:
     filled.update("project-ci", body="Jenkins. " * 1_000)
     plan = {"merge": [merge(["project-ci", "project-db"], "project-infra", "project", "d", "b")]}
@@ -425,7 +425,7 @@ def test_a_memory_shown_shortened_cannot_be_merged(
 
 
 def test_undo_says_what_to_do_when_a_name_was_taken_since(
-    filled: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+    filled: MemoryStore, client: ModelClient, anthropic_server: AnthropicServer
 ) -> None:
     anthropic_server.script(plan_reply({"drop": [{"name": "project-ci"}]}))
     outcome = consolidate_memories(store=filled, client=client)

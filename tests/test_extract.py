@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from anthropic import Anthropic
 
 from memstore.files.exporter import export_memories
 from memstore.learning.extract import (
@@ -18,6 +17,7 @@ from memstore.learning.extract import (
     extraction_window,
     render_transcript,
 )
+from memstore.llm.client import ModelClient
 from memstore.storage.store import MemoryStore
 from tests.anthropic_server import AnthropicServer, error_reply, text_reply
 
@@ -52,7 +52,7 @@ def live(store: MemoryStore) -> dict[str, tuple[str, str, str]]:
 
 
 def test_a_stated_preference_becomes_a_user_memory(
-    store: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+    store: MemoryStore, client: ModelClient, anthropic_server: AnthropicServer
 ) -> None:
     anthropic_server.script(text_reply(json.dumps([PREFERENCE])))
     messages = turn("always use 4 spaces, never tabs", "FINAL-REPLY: noted, 4 spaces from now on.")
@@ -77,7 +77,7 @@ def test_a_stated_preference_becomes_a_user_memory(
 
 
 def test_a_changed_preference_updates_the_memory_instead_of_adding_a_twin(
-    store: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+    store: MemoryStore, client: ModelClient, anthropic_server: AnthropicServer
 ) -> None:
     store.create(**PREFERENCE)
     changed = {**PREFERENCE, "description": "Always 2 spaces, never tabs", "body": "2 spaces."}
@@ -108,7 +108,7 @@ SECRET_TEXTS = [
 
 @pytest.mark.parametrize("secret", SECRET_TEXTS)
 def test_secrets_in_the_conversation_are_never_stored(
-    store: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer, secret: str
+    store: MemoryStore, client: ModelClient, anthropic_server: AnthropicServer, secret: str
 ) -> None:
     # The model (wrongly) keeps the secret; the deterministic check refuses it, and keeps
     # the rest of the answer.
@@ -124,7 +124,7 @@ def test_secrets_in_the_conversation_are_never_stored(
 
 
 def test_placeholder_passwords_and_ordinary_text_are_not_secrets(
-    store: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+    store: MemoryStore, client: ModelClient, anthropic_server: AnthropicServer
 ) -> None:
     harmless = {
         **PREFERENCE,
@@ -155,7 +155,7 @@ HOSTILE_ITEMS: list[Any] = [
 
 
 def test_hostile_answers_leave_the_store_valid_and_write_nothing_outside_memory(
-    tmp_path: Path, store: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+    tmp_path: Path, store: MemoryStore, client: ModelClient, anthropic_server: AnthropicServer
 ) -> None:
     anthropic_server.script(text_reply(json.dumps(HOSTILE_ITEMS)))
     result = extract_memories(
@@ -180,7 +180,7 @@ def test_hostile_answers_leave_the_store_valid_and_write_nothing_outside_memory(
 
 
 def test_items_per_turn_are_capped(
-    store: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+    store: MemoryStore, client: ModelClient, anthropic_server: AnthropicServer
 ) -> None:
     items = [{**PREFERENCE, "name": f"note-{i}"} for i in range(MAX_ITEMS_PER_TURN + 3)]
     anthropic_server.script(text_reply(json.dumps(items)))
@@ -200,7 +200,7 @@ def test_items_per_turn_are_capped(
     ],
 )
 def test_empty_unparseable_or_failed_answers_write_nothing(
-    store: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer, reply: Any
+    store: MemoryStore, client: ModelClient, anthropic_server: AnthropicServer, reply: Any
 ) -> None:
     store.create(**PREFERENCE)
     anthropic_server.script(reply)
@@ -239,7 +239,7 @@ def test_earlier_turns_are_marked_as_context() -> None:
 
 def test_a_memory_not_shown_in_full_is_never_overwritten(
     store: MemoryStore,
-    client: Anthropic,
+    client: ModelClient,
     anthropic_server: AnthropicServer,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -257,7 +257,7 @@ def test_a_memory_not_shown_in_full_is_never_overwritten(
 
 
 def test_an_update_keeps_the_memory_type(
-    store: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+    store: MemoryStore, client: ModelClient, anthropic_server: AnthropicServer
 ) -> None:
     store.create(**PREFERENCE)
     retyped = {**PREFERENCE, "type": "project", "body": "Still 4 spaces."}
@@ -277,7 +277,7 @@ def test_the_turns_request_is_kept_when_many_tool_calls_follow_it() -> None:
 
 
 def test_a_secret_used_as_a_name_is_not_logged(
-    store: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+    store: MemoryStore, client: ModelClient, anthropic_server: AnthropicServer
 ) -> None:
     key = "sk-ant-api03-" + "Z9y8X7w6V5" * 8
     anthropic_server.script(text_reply(json.dumps([{**PREFERENCE, "name": key, "body": key}])))
@@ -286,7 +286,7 @@ def test_a_secret_used_as_a_name_is_not_logged(
 
 
 def test_a_memory_changed_while_the_model_answers_is_not_overwritten(
-    store: MemoryStore, client: Anthropic, anthropic_server: AnthropicServer
+    store: MemoryStore, client: ModelClient, anthropic_server: AnthropicServer
 ) -> None:
     import threading
 

@@ -20,7 +20,7 @@ from memctl.chat_input import MessageInput, PipedInput, TerminalInput, keys_not_
 from memctl.render import count, one_line, print_table, recall_summary
 from memstore.agent.approval import SKIP_FLAG, ApprovalPolicy, load_allow_rules
 from memstore.agent.compact import CompactionSettings
-from memstore.agent.loop import Agent, AgentFailed, SessionFiles
+from memstore.agent.loop import Agent, SessionFiles
 from memstore.agent.memory import AgentMemory
 from memstore.agent.sessions import (
     find_session,
@@ -31,7 +31,7 @@ from memstore.agent.sessions import (
     sessions_folder,
 )
 from memstore.agent.tools import ToolResult, Workspace
-from memstore.errors import InvalidMemory, MemstoreError
+from memstore.errors import AgentFailed, InvalidMemory, MemstoreError
 from memstore.learning.remember import remember, split_type
 from memstore.recall.vectors import SemanticIndex
 from memstore.storage.store import MemoryStore

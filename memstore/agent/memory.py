@@ -19,13 +19,12 @@ from memstore.errors import MemstoreError
 from memstore.learning.consolidate import MAX_MEMORIES, Consolidation, consolidate_memories
 from memstore.learning.consolidation_due import MIN_CHANGES, THRESHOLD, consolidation_due
 from memstore.learning.extract import Extraction, extract_memories
+from memstore.llm.client import ModelClient, Usage
 from memstore.recall.block import memories_block
 from memstore.recall.turn import Recall, RecallPath, recall
 from memstore.storage.store import MemoryStore
 
 if TYPE_CHECKING:
-    from anthropic import Anthropic
-
     from memstore.recall.vectors import SemanticIndex
 
 log = logging.getLogger(__name__)
@@ -65,7 +64,7 @@ class AgentMemory:
     def __init__(
         self,
         store: MemoryStore,
-        client: Anthropic | None,
+        client: ModelClient | None,
         *,
         session_id: str,
         export_dir: Path | None,
@@ -83,15 +82,19 @@ class AgentMemory:
         # asking again, rather than paying for the same refusal on every turn.
         self._changes_before_retry = 0
 
-    def before_turn(self, messages: Sequence[Mapping[str, Any]]) -> TurnRecall:
+    def before_turn(
+        self, messages: Sequence[Mapping[str, Any]], *, usage: Usage | None = None
+    ) -> TurnRecall:
         """The memories for the turn; when recall itself fails (a locked database, a memory
-        it cannot handle), none, with the reason logged: memory never breaks a turn."""
+        it cannot handle), none, with the reason logged: memory never breaks a turn. The
+        model's calls are counted in `usage` when given."""
+        client = self._client(usage)
         try:
             chosen = recall(
                 messages,
                 self.settings.max_recalled,
                 store=self.store,
-                client=self.client,
+                client=client,
                 semantic=self.semantic,
             )
             found = (self.store.find(name) for name in chosen.names)
@@ -100,12 +103,17 @@ class AgentMemory:
             log.warning("recall failed, no memories this turn: %s: %s", type(error).__name__, error)
             return TurnRecall(Recall([], RecallPath.NONE, reason=f"recall failed: {error}"), "")
 
-    def after_turn(self, messages: Sequence[Mapping[str, Any]]) -> TurnLearning:
+    def after_turn(
+        self, messages: Sequence[Mapping[str, Any]], *, usage: Usage | None = None
+    ) -> TurnLearning:
+        """Learn from the turn and consolidate when due; the model's calls are counted in
+        `usage` when given."""
+        client = self._client(usage)
         try:
             extraction = extract_memories(
                 messages,
                 store=self.store,
-                client=self.client,
+                client=client,
                 session_id=self.session_id,
                 semantic=self.semantic,
             )
@@ -118,7 +126,7 @@ class AgentMemory:
         changed = extraction.changed
         settings = self.settings
         self._changes_before_retry -= len(extraction.created) + len(extraction.updated)
-        if self.client is None:  # consolidation needs the model
+        if client is None:  # consolidation needs the model
             if changed:
                 self.export(learning)
             return learning
@@ -131,7 +139,7 @@ class AgentMemory:
         if learning.consolidation_reason and self._changes_before_retry <= 0:
             try:
                 learning.consolidation = consolidate_memories(
-                    store=self.store, client=self.client, max_memories=settings.max_memories
+                    store=self.store, client=client, max_memories=settings.max_memories
                 )
                 changed = changed or learning.consolidation.applied
             except (MemstoreError, RecursionError, ValueError, TypeError) as error:
@@ -141,6 +149,11 @@ class AgentMemory:
         if changed:
             self.export(learning)
         return learning
+
+    def _client(self, usage: Usage | None) -> ModelClient | None:
+        if self.client is None or usage is None:
+            return self.client
+        return self.client.counting(usage)
 
     def export(self, learning: TurnLearning) -> None:
         if self.export_dir is None:

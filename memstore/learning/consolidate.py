@@ -16,17 +16,14 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from memstore.errors import ConsolidationRefused, InvalidMemory
+from memstore.errors import ConsolidationRefused, InvalidMemory, ModelUnavailable
 from memstore.learning.proposal import ProposedMemory, proposed_memory
-from memstore.llm.client import ModelUnavailable, ask_text, small_model_name
+from memstore.llm.client import ModelClient, ask_text, small_model_name
 from memstore.llm.replies import json_from_reply
 from memstore.storage.models import MemoryRecord, utc_now
 from memstore.storage.store import MemoryStore
-
-if TYPE_CHECKING:
-    from anthropic import Anthropic
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +124,7 @@ class Consolidation:
 def plan_consolidation(
     *,
     store: MemoryStore,
-    client: Anthropic,
+    client: ModelClient,
     max_memories: int = MAX_MEMORIES,
     model: str | None = None,
 ) -> ConsolidationPlan:
@@ -330,7 +327,7 @@ def apply_plan(
 def consolidate_memories(
     *,
     store: MemoryStore,
-    client: Anthropic,
+    client: ModelClient,
     max_memories: int = MAX_MEMORIES,
     confirmed: bool = False,
     model: str | None = None,

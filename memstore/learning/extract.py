@@ -16,9 +16,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from memstore.errors import InvalidMemory
+from memstore.errors import InvalidMemory, ModelUnavailable
 from memstore.learning.proposal import ProposedMemory, proposed_memory
-from memstore.llm.client import ModelUnavailable, ask_text, small_model_name
+from memstore.llm.client import ModelClient, ask_text, small_model_name
 from memstore.llm.messages import message_text, turn_start
 from memstore.llm.replies import json_from_reply
 from memstore.recall.keyword import keyword_recall
@@ -29,8 +29,6 @@ from memstore.storage.validation import NAME_PATTERN
 from memstore.text import cut_middle
 
 if TYPE_CHECKING:
-    from anthropic import Anthropic
-
     from memstore.recall.vectors import SemanticIndex
 
 log = logging.getLogger(__name__)
@@ -96,7 +94,7 @@ def extract_memories(
     messages: Sequence[Mapping[str, Any]],
     *,
     store: MemoryStore,
-    client: Anthropic | None,
+    client: ModelClient | None,
     session_id: str | None = None,
     model: str | None = None,
     max_items: int = MAX_ITEMS_PER_TURN,

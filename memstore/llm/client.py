@@ -1,18 +1,19 @@
 """The one place that talks to the model, through the anthropic SDK (imported lazily).
 
 A model-facing path never trusts or depends on the model: every call here either returns
-the reply's text or raises ModelUnavailable with a one-line reason, and callers fall back.
+the reply or raises ModelUnavailable with a one-line reason, and callers fall back. Each
+ModelClient counts the tokens of its calls in its own Usage: whoever wants a count of their
+own (the agent, its memory) asks through a view made with counting(), nothing global.
 Tests point the real client (ANTHROPIC_BASE_URL or base_url) at a scripted local server.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from memstore.errors import MemstoreError
+from memstore.errors import ModelUnavailable, PromptTooLong, UnparseableReply
 from memstore.settings import Settings
 
 if TYPE_CHECKING:
@@ -46,24 +47,18 @@ _USAGE_FIELDS = (
     "cache_read_input_tokens",
     "calls",
 )
-# Where ask_text reports the usage of its calls (see metered).
-_meters: list[Usage] = []
 
 
-@contextmanager
-def metered(usage: Usage) -> Iterator[Usage]:
-    """Add the tokens of every ask_text call made inside the block to `usage`."""
-    _meters.append(usage)
-    try:
-        yield usage
-    finally:
-        # By identity: list.remove compares by value, and two meters at zero are equal (a
-        # sub-agent's would remove its parent's).
-        del _meters[next(i for i, meter in enumerate(_meters) if meter is usage)]
+class ModelClient:
+    """The door to the model: an anthropic client, and the Usage its calls are counted in."""
 
+    def __init__(self, sdk: Anthropic, usage: Usage | None = None) -> None:
+        self.sdk = sdk
+        self.usage = usage if usage is not None else Usage()
 
-class ModelUnavailable(MemstoreError):
-    """The model could not be asked, or did not answer usably; the reason is the message."""
+    def counting(self, usage: Usage) -> ModelClient:
+        """The same client, its calls counted in `usage`."""
+        return ModelClient(self.sdk, usage)
 
 
 def model_name() -> str:
@@ -77,7 +72,7 @@ def small_model_name() -> str:
 
 def make_client(
     *, api_key: str | None = None, base_url: str | None = None, max_retries: int = 2
-) -> Anthropic | None:
+) -> ModelClient | None:
     """A client from the arguments or the environment; None when there is no credential and
     no ANTHROPIC_BASE_URL (an Anthropic-compatible local server may not need a key).
 
@@ -92,16 +87,17 @@ def make_client(
         return None
     from anthropic import Anthropic
 
-    return Anthropic(
+    sdk = Anthropic(
         api_key=api_key or (None if token else "no-key"),
         base_url=base_url,
         timeout=60.0,
         max_retries=max_retries,
     )
+    return ModelClient(sdk)
 
 
 def ask_text(
-    client: Anthropic,
+    client: ModelClient,
     *,
     model: str,
     system: str,
@@ -114,28 +110,97 @@ def ask_text(
     import anthropic
 
     try:
-        reply: Any = client.with_options(timeout=timeout, max_retries=max_retries).messages.create(
+        reply: Any = client.sdk.with_options(
+            timeout=timeout, max_retries=max_retries
+        ).messages.create(
             model=model,
             max_tokens=max_tokens,
             system=system,
             messages=[{"role": "user", "content": prompt}],
         )
-    except anthropic.APITimeoutError:
-        raise ModelUnavailable(f"the model did not answer within {timeout:g} s") from None
-    except anthropic.APIConnectionError as error:
-        raise ModelUnavailable(f"cannot reach the model API: {error_message(error)}") from None
-    except anthropic.APIStatusError as error:
-        raise ModelUnavailable(
-            f"the model API answered {error.status_code}: {error_message(error)}"
-        ) from None
     except anthropic.AnthropicError as error:
-        raise ModelUnavailable(f"model call failed: {error_message(error)}") from None
-    for meter in _meters:
-        meter.add(getattr(reply, "usage", None))
+        raise unavailable(error, timeout=timeout) from None
+    client.usage.add(getattr(reply, "usage", None))
     texts = [block.text for block in reply.content if getattr(block, "type", None) == "text"]
     if not texts:
         raise ModelUnavailable("the model's reply has no text")
     return "".join(texts)
+
+
+def stream_reply(
+    client: ModelClient,
+    *,
+    model: str,
+    max_tokens: int,
+    system: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    messages: list[dict[str, Any]],
+    on_text: Callable[[str], None],
+) -> Any:
+    """The model's whole reply (the SDK's Message) to one streamed request, its text handed
+    to `on_text` as it comes. The SDK retries a refused connection, 429, 529 and 5xx before
+    the stream starts; a failure after that is ModelUnavailable, `transient` when asking
+    again may work (a dropped connection, an overload in the middle of the stream)."""
+    import anthropic
+
+    try:
+        with client.sdk.messages.stream(
+            model=model,
+            max_tokens=max_tokens,
+            system=system,  # type: ignore[arg-type]
+            tools=tools,  # type: ignore[arg-type]
+            messages=messages,  # type: ignore[arg-type]
+        ) as stream:
+            for delta in stream.text_stream:
+                on_text(delta)
+            reply = stream.get_final_message()
+    except AssertionError:  # the SDK's own check: the stream ended before any message
+        raise ModelUnavailable(
+            "the answer's stream ended before it began", transient=True
+        ) from None
+    except ValueError as error:  # the SDK could not parse a tool call's input
+        if "JSON" not in str(error):
+            raise
+        raise UnparseableReply(
+            "(my reply held a tool call whose input was not valid JSON)"
+        ) from None
+    except anthropic.AnthropicError as error:
+        raise unavailable(error) from None
+    except Exception as error:
+        # A connection that breaks mid-stream surfaces as the HTTP library's own error
+        # (httpx, or its fork in some builds of the SDK).
+        if not type(error).__module__.startswith(("httpx", "httpcore")):
+            raise
+        broke = f"the connection to the model API broke: {error}"
+        raise ModelUnavailable(broke, transient=True) from None
+    if reply.stop_reason is None:  # the connection closed before message_stop
+        raise ModelUnavailable("the answer's stream ended early", transient=True)
+    client.usage.add(reply.usage)
+    return reply
+
+
+def unavailable(error: Any, *, timeout: float | None = None) -> ModelUnavailable:
+    """An SDK error as the one-line reason callers show; PromptTooLong when the API refused
+    the prompt as too long. `timeout`: the call's own, named when it ran out."""
+    import anthropic
+
+    if timeout is not None and isinstance(error, anthropic.APITimeoutError):
+        return ModelUnavailable(f"the model did not answer within {timeout:g} s")
+    if isinstance(error, anthropic.APIConnectionError):
+        reason = f"cannot reach the model API: {error_message(error)}"
+        return ModelUnavailable(reason, transient=True)
+    if isinstance(error, anthropic.APIStatusError):
+        reason = f"the model API answered {error.status_code}: {error_message(error)}"
+        if _too_long(error):
+            return PromptTooLong(reason)
+        # Status 200: the error came inside the stream, after the SDK's retries.
+        return ModelUnavailable(reason, transient=error.status_code == 200)
+    return ModelUnavailable(f"the model call failed: {error_message(error)}")
+
+
+def _too_long(error: Any) -> bool:
+    text = error_message(error).lower()
+    return error.status_code == 413 or "prompt is too long" in text or "too many tokens" in text
 
 
 def error_message(error: Any) -> str:

@@ -8,15 +8,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from memstore.llm.client import ask_text, small_model_name
+from memstore.llm.client import ModelClient, ask_text, small_model_name
 from memstore.llm.replies import json_from_reply
 from memstore.recall.fusion import SEMANTIC_TEXT_MAX_CHARS, offline_recall
 from memstore.storage.models import MemorySummary
 from memstore.storage.store import MemoryStore
 
 if TYPE_CHECKING:
-    from anthropic import Anthropic
-
     from memstore.recall.vectors import SemanticIndex
 
 SELECTION_MAX_TOKENS = 64
@@ -35,7 +33,7 @@ CATALOG_RELATED_ENTRIES = 50
 
 
 def model_selection(
-    client: Anthropic, text: str, catalog: Sequence[MemorySummary], max_items: int
+    client: ModelClient, text: str, catalog: Sequence[MemorySummary], max_items: int
 ) -> list[str]:
     """The names of the memories of `catalog` the model chooses for `text`, best first.
     ModelUnavailable when it cannot be asked; ValueError for a reply without an array."""

@@ -11,15 +11,14 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from memstore.llm.client import ModelUnavailable
+from memstore.errors import ModelUnavailable
+from memstore.llm.client import ModelClient
 from memstore.llm.messages import recent_user_text
 from memstore.recall.fusion import offline_recall
 from memstore.recall.selection import SELECTION_CATALOG_MAX_ENTRIES, memory_catalog, model_selection
 from memstore.storage.store import MemoryStore
 
 if TYPE_CHECKING:
-    from anthropic import Anthropic
-
     from memstore.recall.vectors import SemanticIndex
 
 log = logging.getLogger(__name__)
@@ -60,7 +59,7 @@ def recall(
     max_items: int = 5,
     *,
     store: MemoryStore,
-    client: Anthropic | None = None,
+    client: ModelClient | None = None,
     semantic: SemanticIndex | None = None,
 ) -> Recall:
     """The memories for this turn: the model's choice (with a `client`), else offline
