@@ -51,7 +51,14 @@ from memstore.errors import (
 )
 from memstore.files.format import render_index
 from memstore.llm.client import ModelClient, Usage, ask_text, stream_reply
-from memstore.llm.messages import Message, blocks, is_tool_results, tool_result, tool_use_ids
+from memstore.llm.messages import (
+    Message,
+    blocks,
+    is_tool_results,
+    tool_calls,
+    tool_result,
+    tool_use_ids,
+)
 from memstore.recall.block import as_data
 
 log = logging.getLogger(__name__)
@@ -315,7 +322,7 @@ class Agent:
             )
 
     def _answer_calls(self, content: list[dict[str, Any]], text: str) -> None:
-        calls = [b for b in content if b.get("type") == "tool_use"]
+        calls = tool_calls({"content": content})
         results = [tool_result(b["id"], text, is_error=True) for b in calls]
         self._append({"role": "user", "content": results})
 
@@ -411,7 +418,7 @@ class Agent:
     def _run_tools(self, content: list[dict[str, Any]], bad_input: dict[str, str]) -> None:
         """Run the calls and append their results; on Ctrl-C, the results so far are kept
         and the calls not yet run are answered as interrupted."""
-        calls = [block for block in content if block.get("type") == "tool_use"]
+        calls = tool_calls({"content": content})
         results: list[dict[str, Any]] = []
         try:
             for number, block in enumerate(calls):

@@ -42,9 +42,14 @@ def message_text(message: Mapping[str, Any]) -> str:
     return ""
 
 
+def tool_calls(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The tool_use blocks of a message, in order."""
+    return [b for b in blocks(message) if b.get("type") == "tool_use"]
+
+
 def tool_use_ids(message: Mapping[str, Any]) -> set[str]:
     """The ids of the tool calls in a message."""
-    return {str(b.get("id")) for b in blocks(message) if b.get("type") == "tool_use"}
+    return {str(b.get("id")) for b in tool_calls(message)}
 
 
 def is_tool_results(message: Mapping[str, Any]) -> bool:
