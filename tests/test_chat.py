@@ -630,3 +630,12 @@ def test_an_allow_rule_of_the_settings_runs_piped(
     refused = memctl("chat", "--no-memory", input="go\n", env=env)
     assert refused.returncode == 1 and len(refused.stderr.splitlines()) == 1
     assert refused.stderr.startswith("memctl: error: allow rule 'rm -rf' is not understood")
+
+    # A glob that is not one is refused when the settings are read, not when a tool call
+    # first meets it (it crashed the turn there).
+    settings.write_text('[chat]\nallow = ["write_file([z-a])"]\n')
+    anthropic_server.script(tool_reply(("write_file", {"path": "a.txt", "content": "x"})))
+    bad_glob = memctl("chat", "--no-memory", input="go\n", env=env)
+    assert bad_glob.returncode == 1 and len(bad_glob.stderr.splitlines()) == 1, bad_glob.stderr
+    assert bad_glob.stderr.startswith("memctl: error: allow rule 'write_file([z-a])'")
+    assert not (tmp_path / "a.txt").exists()

@@ -29,7 +29,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from memstore.agent.tools import ToolRequest, glob_regex
+from memstore.agent.tools import ToolRefused, ToolRequest, glob_regex
 from memstore.errors import InvalidSettings
 from memstore.settings import Settings, read_allow_rules
 
@@ -68,7 +68,13 @@ class Rule:
         pattern = match.group(2)
         if pattern is not None and not pattern.strip():
             raise InvalidSettings(f"allow rule {text!r} has an empty pattern")
-        return cls(match.group(1), None if pattern is None else pattern.strip())
+        rule = cls(match.group(1), None if pattern is None else pattern.strip())
+        if rule.pattern is not None and rule.tool != "bash":
+            try:  # a broken glob is the settings' error, said once, not each tool call's
+                glob_regex(rule.pattern)
+            except ToolRefused as error:
+                raise InvalidSettings(f"allow rule {text!r}: {error}") from None
+        return rule
 
     def matches(self, request: ToolRequest) -> bool:
         if request.name != self.tool:
