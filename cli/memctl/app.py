@@ -949,7 +949,7 @@ def sql(
         int, typer.Option("--max-rows", min=0, help="Print at most this many rows (0: all).")
     ] = 10_000,
 ) -> None:
-    """Run one read-only SQL query; see the README for the tables and views. Ctrl-C stops it."""
+    """Run one read-only SQL query; docs/audit.md lists the tables and views. Ctrl-C stops it."""
     import signal
 
     with _store(read_only=True) as store:  # migrates the database first, where it can be written
