@@ -6,7 +6,10 @@ library, with its Alembic migrations inside (so that a wheel can migrate a datab
 the CLI. Everything else is in pyproject.toml.
 """
 
+import shutil
+
 from setuptools import find_packages, setup
+from setuptools.command.build_py import build_py
 
 # import package -> the folder it is built from
 ROOTS = {"memstore": "memstore", "memstore.migrations": "migrations", "memctl": "cli/memctl"}
@@ -20,4 +23,13 @@ def packages() -> list[str]:
     return found
 
 
-setup(packages=packages(), package_dir=ROOTS)
+class FreshBuildPy(build_py):
+    """Copies the packages into an emptied build/lib: setuptools leaves modules there that the
+    source no longer has, and `pip install .` over an old checkout shipped them."""
+
+    def run(self) -> None:
+        shutil.rmtree(self.build_lib, ignore_errors=True)
+        super().run()
+
+
+setup(packages=packages(), package_dir=ROOTS, cmdclass={"build_py": FreshBuildPy})

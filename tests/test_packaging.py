@@ -98,6 +98,33 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return made
 
 
+def test_a_stale_build_folder_does_not_reach_the_wheel(tmp_path: Path) -> None:
+    """A module the source no longer has, left in build/lib by an older build, is not shipped."""
+    tree = tmp_path / "tree"
+    shutil.copytree(
+        ROOT,
+        tree,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache"
+        ),
+    )
+    stale = tree / "build" / "lib" / "memstore" / "offline_recall_of_old.py"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("raise ImportError('a module from an older build')\n")
+    pip_wheel = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation"]
+    built = subprocess.run(
+        [*pip_wheel, "-q", "-w", str(tmp_path / "dist"), str(tree)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert built.returncode == 0, built.stderr
+    (made,) = (tmp_path / "dist").glob("agent_memstore-*.whl")
+    names = set(zipfile.ZipFile(made).namelist())
+    assert "memstore/storage/store.py" in names
+    assert "memstore/offline_recall_of_old.py" not in names
+
+
 @pytest.fixture(scope="module")
 def wheel_site(wheel: Path) -> Path:
     """The wheel installed (without dependencies, which this environment has) into a folder."""
