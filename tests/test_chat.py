@@ -578,6 +578,9 @@ def test_what_the_model_asks_to_run_is_shown_escaped(
     term = terminal("--no-memory")
     term.type("go\r")
     term.wait_for("$ echo safe \\u202e; rm -rf ~ \\u001b[2K")
+    # Ctrl-C once the question is asked (the prompt reads it as a key): before that, the
+    # terminal turns it into SIGINT, which Python drops when it lands in a GC callback.
+    term.wait_for("[n] no ›")
     term.type("\x03")  # Ctrl-C at the question stops the turn; nothing runs
     term.wait_for("[turn stopped; the session goes on]")
     term.type("\x04")
