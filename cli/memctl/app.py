@@ -44,7 +44,7 @@ from memstore.settings import (
 )
 from memstore.storage.models import MemoryRecord
 from memstore.storage.store import MemoryStore
-from memstore.storage.workspace import Workspace, find_workspace, workspace_of_database
+from memstore.storage.workspace import Workspace, find_workspace, locate
 
 DEFAULT_DIRECTORY = ".memory"
 
@@ -64,10 +64,8 @@ def _set_db(value: Path | None) -> Path | None:
     State.settings = Settings.from_environment()
     # The settings hold a database given by an old variable name (Click reads the new one).
     given = value if value is not None else State.settings.db
-    found = find_workspace(Path.cwd(), ceilings=State.settings.ceiling_directories)
     State.db_given = given is not None
-    State.db = Path(os.path.abspath(given)) if given is not None else found.database
-    State.workspace = (workspace_of_database(State.db) if given is not None else None) or found
+    State.db, State.workspace = locate(given, Path.cwd(), State.settings.ceiling_directories)
     return value
 
 

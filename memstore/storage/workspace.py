@@ -79,6 +79,19 @@ def workspace_of_database(database: Path) -> Workspace | None:
     return Workspace(database.parent.parent, FROM_DATABASE)
 
 
+def locate(
+    given: Path | None, start: Path, ceilings: Collection[Path] = ()
+) -> tuple[Path, Workspace]:
+    """The database and the workspace, as every door onto the store finds them: the database
+    `given` (by --db or MEMSTORE_DB) and the workspace it sits in, or else the workspace found
+    upward from `start` and its database."""
+    found = find_workspace(start, ceilings=ceilings)
+    if given is None:
+        return found.database, found
+    database = Path(os.path.abspath(given))
+    return database, workspace_of_database(database) or found
+
+
 def _home() -> Path | None:
     home = os.environ.get("HOME")
     return Path(os.path.abspath(home)) if home else None

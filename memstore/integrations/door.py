@@ -1,0 +1,80 @@
+"""A door: a tool outside memctl that reads and changes the workspace's store (an MCP client,
+an SDK app's memory tool). Every change goes through the store's WriteTransaction, so it is
+validated, checked for secrets and recorded as a run under the door's actor; after a change
+that wrote something, `.memory/` is exported again, as memctl chat does after a turn.
+
+A door never passes `allow_secrets`: only a person at memctl can say a secret is none.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from memstore.errors import MemstoreError
+from memstore.files.exporter import export_memories
+from memstore.settings import Settings
+from memstore.storage.store import MemoryStore
+from memstore.storage.transaction import WriteTransaction
+from memstore.storage.workspace import Workspace, locate
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Door:
+    store: MemoryStore
+    workspace: Workspace
+    actor: str
+    # What went wrong with the last re-export, if it did (the change itself was committed).
+    export_failure: str | None = None
+
+    @classmethod
+    def open(
+        cls,
+        actor: str,
+        *,
+        db: Path | None = None,
+        start: Path | None = None,
+        settings: Settings | None = None,
+    ) -> Door:
+        """The store of the workspace memctl would use from `start` (the current folder), or
+        the database `db` (by default MEMSTORE_DB); created when there is none yet."""
+        settings = settings if settings is not None else Settings.from_environment()
+        given = db if db is not None else settings.db
+        database, workspace = locate(
+            given, start if start is not None else Path.cwd(), settings.ceiling_directories
+        )
+        store = MemoryStore(database, actor=actor, command=actor)
+        return cls(store, workspace, actor)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Door:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    @contextmanager
+    def change(self, command: str) -> Iterator[WriteTransaction]:
+        """One change, as one run of this door's actor described by `command`; `.memory/` is
+        written again once it committed, when it wrote anything."""
+        with self.store.transaction(actor=self.actor, command=command) as tx:
+            yield tx
+        if tx.events:
+            self.export()
+
+    def export(self) -> None:
+        """Write `.memory/` again. A failure (a hand-edited file, a full disk) does not undo the
+        change, which the database holds: it is logged and kept in `export_failure`."""
+        try:
+            export_memories(self.store, self.workspace.memory_folder)
+            self.export_failure = None
+        except (MemstoreError, OSError, RecursionError, ValueError) as error:
+            self.export_failure = str(error)
+            log.warning("export of %s failed: %s", self.workspace.memory_folder, error)
