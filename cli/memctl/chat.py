@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from memctl.approve import terminal_approver
-from memctl.chat_input import MessageInput, PipedInput, TerminalInput, keys_not_echoed
+from memctl.chat_input import (
+    MessageInput,
+    PipedInput,
+    TerminalInput,
+    interrupts_not_dropped,
+    keys_not_echoed,
+)
 from memctl.render import count, one_line, print_table, recall_summary
 from memstore.agent.approval import SKIP_FLAG, ApprovalPolicy, load_allow_rules
 from memstore.agent.compact import CompactionSettings
@@ -263,7 +269,10 @@ def _repl(
 def _turn(agent: Agent, text: str, events: TerminalEvents) -> None:
     """One turn, whatever happens in it: the session goes on."""
     try:
-        with keys_not_echoed() if events.tty else contextlib.nullcontext():
+        with (
+            interrupts_not_dropped(),
+            keys_not_echoed() if events.tty else contextlib.nullcontext(),
+        ):
             outcome = agent.turn(text)
     except KeyboardInterrupt:
         events.waiting(False)

@@ -12,13 +12,18 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
 PROMPT = "› "
+# A Ctrl-C not handled this long after it arrived was dropped by Python: it is raised again.
+INTERRUPT_RETRY_S = 1.0
 CONTINUATION = "· "
 
 
@@ -164,3 +169,40 @@ def keys_not_echoed() -> Iterator[None]:
         yield
     finally:
         termios.tcsetattr(descriptor, termios.TCSANOW, saved)
+
+
+@contextlib.contextmanager
+def interrupts_not_dropped() -> Iterator[None]:
+    """While a turn runs: every Ctrl-C stops it. Python drops a KeyboardInterrupt raised while
+    a garbage-collector callback or a __del__ method runs ("Exception ignored in ..."), and the
+    turn then went on as if the key had not been pressed; so a Ctrl-C still unhandled after
+    INTERRUPT_RETRY_S (the turn is still running) is raised again."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers belong to the main thread
+        return
+    main = threading.main_thread().ident or 0
+    arrived: list[float] = []
+
+    def on_interrupt(signum: int, frame: Any) -> None:
+        arrived[:] = [time.monotonic()]
+        raise KeyboardInterrupt
+
+    stop = threading.Event()
+
+    def redeliver() -> None:
+        # Ctrl-C is for the main thread: delivered there, it interrupts a blocking read.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        while not stop.wait(INTERRUPT_RETRY_S / 4):
+            if arrived and time.monotonic() - arrived[0] >= INTERRUPT_RETRY_S:
+                arrived.clear()
+                signal.pthread_kill(main, signal.SIGINT)
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
+    watcher = threading.Thread(target=redeliver, name="memctl-interrupts", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:  # an interrupt that ends the turn was handled: nothing is raised again
+        stop.set()
+        signal.signal(signal.SIGINT, previous)
+        watcher.join()

@@ -1,0 +1,50 @@
+"""memctl.chat_input: Ctrl-C during a turn. Python drops a KeyboardInterrupt raised inside a
+__del__ method or a garbage-collector callback; the turn must stop all the same."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from typing import ClassVar
+
+import pytest
+from memctl.chat_input import INTERRUPT_RETRY_S, interrupts_not_dropped
+
+
+def _ctrl_c_in(seconds: float) -> None:
+    main = threading.main_thread().ident or 0
+    threading.Timer(seconds, signal.pthread_kill, (main, signal.SIGINT)).start()
+
+
+class SlowFinalizer:
+    """An object whose __del__ is running when Ctrl-C arrives."""
+
+    dropped: ClassVar[list[bool]] = []
+
+    def __del__(self) -> None:
+        try:
+            time.sleep(0.5)
+        except KeyboardInterrupt:
+            SlowFinalizer.dropped.append(True)
+            raise  # Python prints "Exception ignored in ..." and goes on
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_ctrl_c_python_dropped_is_raised_again() -> None:
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt), interrupts_not_dropped():
+        _ctrl_c_in(0.1)
+        finalizer = SlowFinalizer()
+        del finalizer  # its __del__ runs now, and the interrupt is raised in it
+        assert SlowFinalizer.dropped == [True]
+        time.sleep(10)  # without the redelivery the turn would go on
+    assert time.monotonic() - started < INTERRUPT_RETRY_S + 3
+
+
+def test_a_handled_ctrl_c_is_not_raised_again() -> None:
+    with pytest.raises(KeyboardInterrupt), interrupts_not_dropped():
+        _ctrl_c_in(0.05)
+        time.sleep(5)
+    time.sleep(INTERRUPT_RETRY_S * 2)  # nothing more arrives once the turn has ended
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
