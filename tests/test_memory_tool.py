@@ -4,6 +4,7 @@ memory_tool; every refusal reaches the model as an error and changes nothing."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from memstore.files.format import render_memory_file
 from memstore.integrations.memory_tool import (
     DEFAULT_TYPE,
     FILE_MAX_BYTES,
+    MemstoreAsyncMemoryTool,
     MemstoreMemoryTool,
     memory_name,
 )
@@ -327,6 +329,8 @@ HOSTILE = [
     ({"command": "view", "path": "/memories/tabs.md", "view_range": [9, 10]}, "view_range"),
     ({"command": "view", "path": "/memories/tabs.md", "view_range": "all"}, "view_range"),
     ({"command": "view", "path": "/memories/nope.md"}, "does not exist"),
+    ({"command": "view", "path": f"/memories/{'a' * 100_000}.md"}, "at most 64 characters"),
+    ({"command": "view", "path": "/memories/" + "../" * 50_000}, "would escape"),
     ({"command": "delete", "path": "/memories"}, "Cannot delete the /memories directory"),
     ({"command": "delete", "path": "/memories/nope.md"}, "does not exist"),
     ({"command": "delete", "path": "/memories/../tabs.md"}, "would escape"),
@@ -378,6 +382,67 @@ def test_paths_that_name_no_memory_are_refused(path: str) -> None:
 
     with pytest.raises(ToolError):
         memory_name(path)
+
+
+def test_the_streaming_runner_runs_the_tool_too(
+    client: ModelClient, anthropic_server: AnthropicServer, tool: MemstoreMemoryTool
+) -> None:
+    call = {"command": "create", "path": "/memories/tabs.md", "file_text": "Indent with tabs."}
+    anthropic_server.script(tool_reply(("memory", call)), text_reply("Saved."))
+    runner = client.sdk.beta.messages.tool_runner(
+        model="scripted",
+        max_tokens=1024,
+        tools=[tool],
+        betas=[BETA],
+        stream=True,
+        messages=[{"role": "user", "content": "I indent with tabs."}],
+    )
+    assert runner.until_done().content[-1].type == "text"
+    assert anthropic_server.requests[0]["stream"] is True
+    (result,) = anthropic_server.requests[1]["messages"][-1]["content"]
+    assert result["content"] == "File created successfully at: /memories/tabs.md"
+    assert tool.door.store.get("tabs").body == "Indent with tabs."
+
+
+def test_the_async_tool_runs_in_the_async_runner(
+    anthropic_server: AnthropicServer, tmp_path: Path
+) -> None:
+    from anthropic import AsyncAnthropic
+
+    calls = [
+        {"command": "create", "path": "/memories/tabs.md", "file_text": "Indent with tabs."},
+        {"command": "create", "path": "/memories/../tabs.md", "file_text": "x"},
+        {"command": "rename", "old_path": "/memories/tabs.md", "new_path": "/memories/indent.md"},
+    ]
+    anthropic_server.script(*[tool_reply(("memory", c)) for c in calls], text_reply("Done."))
+
+    async def converse() -> None:
+        client = AsyncAnthropic(api_key="test-key", base_url=anthropic_server.url)
+        settings = Settings.from_environment({})
+        async with MemstoreAsyncMemoryTool.open(start=tmp_path, settings=settings) as memory:
+            runner = client.beta.messages.tool_runner(
+                model="scripted",
+                max_tokens=1024,
+                tools=[memory],
+                betas=[BETA],
+                messages=[{"role": "user", "content": "I indent with tabs."}],
+            )
+            await runner.until_done()
+        await client.close()
+
+    asyncio.run(converse())
+    created, escaped, renamed = (
+        request["messages"][-1]["content"][0] for request in anthropic_server.requests[1:]
+    )
+    assert created["content"] == "File created successfully at: /memories/tabs.md"
+    assert escaped["is_error"] is True and "would escape" in escaped["content"]
+    assert renamed["content"] == "Successfully renamed /memories/tabs.md to /memories/indent.md"
+    with MemstoreMemoryTool.open(start=tmp_path, settings=Settings.from_environment({})) as tool:
+        assert [m.name for m in tool.door.store.memories()] == ["indent"]
+        assert _runs(tool) == [
+            ("memory_tool", "memory_tool create /memories/tabs.md"),
+            ("memory_tool", "memory_tool rename /memories/tabs.md /memories/indent.md"),
+        ]
 
 
 def test_the_documented_example_runs_against_the_loopback_server(

@@ -3,8 +3,9 @@
 An SDK app passes `MemstoreMemoryTool` to `client.beta.messages.tool_runner(tools=[...])`;
 Claude then views and edits a `/memories` directory whose files are the store's memories:
 `/memories/<name>.md` is the memory `<name>` in its canonical file form (files/format.py),
-and a view of `/memories` lists the store. Paths only name memories: nothing here touches
-the file system, so a path cannot reach outside the store whatever it says.
+and a view of `/memories` lists the store. A path only names a memory, and no file is
+ever opened by the path the model gives, so no path can reach outside the store.
+`MemstoreAsyncMemoryTool` is the same tool for an `AsyncAnthropic` client's runner.
 
 Each command that changes something is one run of the door's actor, `memory_tool`, its
 command saying what it did; `.memory/` is written again after it. A refused command (a
@@ -30,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from anthropic.lib.tools import BetaAbstractMemoryTool, ToolError
+from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool, ToolError
 from anthropic.types.beta import (
     BetaMemoryTool20250818CreateCommand,
     BetaMemoryTool20250818DeleteCommand,
@@ -39,6 +40,7 @@ from anthropic.types.beta import (
     BetaMemoryTool20250818StrReplaceCommand,
     BetaMemoryTool20250818ViewCommand,
 )
+from anyio import to_thread
 
 from memstore.errors import (
     InvalidMemory,
@@ -267,6 +269,48 @@ class MemstoreMemoryTool(BetaAbstractMemoryTool):
             "excluding hidden items:"
         )
         return "\n".join([header, *lines])
+
+
+class MemstoreAsyncMemoryTool(BetaAsyncAbstractMemoryTool):
+    """MemstoreMemoryTool for the async tool runner: each command runs on a worker thread
+    (SQLite blocks), one at a time, as the runner awaits it."""
+
+    def __init__(self, tool: MemstoreMemoryTool) -> None:
+        super().__init__()
+        self.tool = tool
+
+    @classmethod
+    def open(
+        cls, *, db: Path | None = None, start: Path | None = None, settings: Settings | None = None
+    ) -> MemstoreAsyncMemoryTool:
+        return cls(MemstoreMemoryTool.open(db=db, start=start, settings=settings))
+
+    def close(self) -> None:
+        self.tool.close()
+
+    async def __aenter__(self) -> MemstoreAsyncMemoryTool:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        self.close()
+
+    async def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
+        return await to_thread.run_sync(self.tool.view, command)
+
+    async def create(self, command: BetaMemoryTool20250818CreateCommand) -> str:
+        return await to_thread.run_sync(self.tool.create, command)
+
+    async def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
+        return await to_thread.run_sync(self.tool.str_replace, command)
+
+    async def insert(self, command: BetaMemoryTool20250818InsertCommand) -> str:
+        return await to_thread.run_sync(self.tool.insert, command)
+
+    async def delete(self, command: BetaMemoryTool20250818DeleteCommand) -> str:
+        return await to_thread.run_sync(self.tool.delete, command)
+
+    async def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
+        return await to_thread.run_sync(self.tool.rename, command)
 
 
 # -- paths -------------------------------------------------------------------------------------
