@@ -120,7 +120,10 @@ def test_a_scripted_model_creates_edits_renames_and_deletes_a_memory(
     created, replaced, inserted, viewed, renamed, listed, deleted = (
         result["content"] for result in results
     )
-    assert created == f"File created successfully at: {path}"
+    assert created == (
+        f"File created successfully at: {path}. It is stored with a frontmatter (name, "
+        "description, type) above the text, which starts at line 7."
+    )
     assert replaced == (
         "The memory file has been edited. Here is the snippet showing the change (with line "
         "numbers):\n     6\t\n     7\t# Indentation\n     8\tTabs, 4."
@@ -262,6 +265,11 @@ HOSTILE = [
     ({"command": "create", "path": "/memories/x.md", "file_text": "---\ntype: user\n"}, "closing"),
     ({"command": "create", "path": "/memories/x.md"}, "`file_text` must be text"),
     (
+        {"command": "create", "path": "/memories/x.md", "file_text": "a \ud800 b"},
+        "not valid Unicode",
+    ),
+    ({"command": "view", "path": "/memories/\udcff.md"}, "not valid Unicode"),
+    (
         {"command": "str_replace", "path": "/memories/tabs.md", "old_str": "no", "new_str": "a"},
         "did not appear verbatim",
     ),
@@ -400,7 +408,7 @@ def test_the_streaming_runner_runs_the_tool_too(
     assert runner.until_done().content[-1].type == "text"
     assert anthropic_server.requests[0]["stream"] is True
     (result,) = anthropic_server.requests[1]["messages"][-1]["content"]
-    assert result["content"] == "File created successfully at: /memories/tabs.md"
+    assert result["content"].startswith("File created successfully at: /memories/tabs.md.")
     assert tool.door.store.get("tabs").body == "Indent with tabs."
 
 
@@ -434,7 +442,7 @@ def test_the_async_tool_runs_in_the_async_runner(
     created, escaped, renamed = (
         request["messages"][-1]["content"][0] for request in anthropic_server.requests[1:]
     )
-    assert created["content"] == "File created successfully at: /memories/tabs.md"
+    assert created["content"].startswith("File created successfully at: /memories/tabs.md.")
     assert escaped["is_error"] is True and "would escape" in escaped["content"]
     assert renamed["content"] == "Successfully renamed /memories/tabs.md to /memories/indent.md"
     with MemstoreMemoryTool.open(start=tmp_path, settings=Settings.from_environment({})) as tool:

@@ -109,7 +109,7 @@ class MemstoreMemoryTool(BetaAbstractMemoryTool):
                 return self._listing(path)
             memory = self.door.store.find(name)
         if memory is None:
-            raise ToolError(f"The path {_echo(path)} does not exist. Please provide a valid path.")
+            raise _no_such_file(path)
         lines = render_memory_file(memory).split("\n")[:-1]  # the file ends with a newline
         first, last = _view_range(getattr(command, "view_range", None), len(lines))
         numbered = _numbered(lines, first, last)
@@ -122,14 +122,25 @@ class MemstoreMemoryTool(BetaAbstractMemoryTool):
         with self._change(f"{ACTOR} create {path}") as tx:
             if tx.find(name) is not None:
                 raise ToolError(f"File {path} already exists")
-            item = read_memory_bytes(_as_memory_file(text).encode(), f"{name}.md", DEFAULT_TYPE)
+            framed = _has_frontmatter(text)
+            # Text without frontmatter is read as a file whose frontmatter is empty.
+            source = text if framed else f"---\n---\n{text}"
+            item = read_memory_bytes(source.encode(), f"{name}.md", DEFAULT_TYPE)
             if item.name != name:
                 raise ToolError(
                     f"The frontmatter names the memory {_echo(item.name)!r} but the path is "
                     f"{path}: the path names it. Nothing was changed."
                 )
-            tx.create(name, item.type, item.description, item.body, item.extra)
-        return f"File created successfully at: {path}"
+            memory = tx.create(name, item.type, item.description, item.body, item.extra)
+        done = f"File created successfully at: {path}"
+        if framed:
+            return done
+        # The model's later insert_line counts from the top of the file it now is.
+        start = render_memory_file(memory).count("\n") - memory.body.count("\n")
+        return (
+            f"{done}. It is stored with a frontmatter (name, description, type) above the "
+            f"text, which starts at line {start}."
+        )
 
     def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
         path = _text(command, "path")
@@ -218,18 +229,14 @@ class MemstoreMemoryTool(BetaAbstractMemoryTool):
     def _existing(self, tx: WriteTransaction, name: str, path: str) -> MemoryRecord:
         memory = tx.find(name)
         if memory is None:
-            raise ToolError(f"The path {path} does not exist")
+            raise _no_such_file(path)
         return memory
 
     def _edit(self, path: str, name: str, edit: Callable[[str], str], description: str) -> str:
         """Apply `edit` to the memory's canonical text and store what the edited text says;
         the memory's canonical text after it."""
         with self._change(description) as tx:
-            memory = tx.find(name)
-            if memory is None:
-                raise ToolError(
-                    f"The path {_echo(path)} does not exist. Please provide a valid path."
-                )
+            memory = self._existing(tx, name, path)
             after = _capped(edit(render_memory_file(memory)), "the edited file")
             try:
                 fields = memory_fields(after)
@@ -369,16 +376,24 @@ def _refusals() -> Iterator[None]:
         raise ToolError(f"Refused: {error}. Nothing was changed.") from None
 
 
+def _no_such_file(path: str) -> ToolError:
+    return ToolError(f"The path {path} does not exist. Please provide a valid path.")
+
+
 def _text(command: object, field: str) -> str:
     """A command's text field; the SDK passes the model's input through unchecked."""
     value = getattr(command, field, None)
     if not isinstance(value, str):
         raise ToolError(f"`{field}` must be text")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # JSON can carry an unpaired surrogate ("\\ud800")
+        raise ToolError(f"`{field}` is not valid Unicode text") from None
     return value
 
 
 def _capped(text: str, what: str) -> str:
-    size = len(text.encode("utf-8", "surrogatepass"))
+    size = len(text.encode("utf-8"))
     if size > FILE_MAX_BYTES:
         raise ToolError(
             f"Refused: {what} is {size:,} bytes; a memory file is at most "
@@ -391,9 +406,8 @@ def _echo(text: str) -> str:
     return shorten(text, ECHO_MAX_CHARS)
 
 
-def _as_memory_file(text: str) -> str:
-    """Text without frontmatter, read as a memory file whose frontmatter is empty."""
-    return text if text.lstrip("\ufeff").startswith("---") else f"---\n---\n{text}"
+def _has_frontmatter(text: str) -> bool:
+    return text.lstrip("\ufeff").startswith("---")
 
 
 def _lines_of(content: str, part: str) -> list[int]:
