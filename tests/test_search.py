@@ -6,6 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memstore.errors import InvalidMemory
 from memstore.storage.store import MemoryStore
 
 
@@ -138,3 +139,12 @@ def test_word_tokens_survive_the_cache_being_cleared(monkeypatch: pytest.MonkeyP
     tokens.token_sequence("alpha beta gamma delta epsilon")
     assert tokens.token_sequence(text + " zeta") == [*expected, "zeta"]
     assert tokens.index_tokens(text + " eta") == frozenset([*expected, "eta"])
+
+
+def test_a_search_of_one_type_filters_before_the_limit(filled: MemoryStore) -> None:
+    # "tabs" ranks below the project memory for "deploy"; a limit of 1 still finds it.
+    assert [h.memory.name for h in filled.search("deploy", 1, type="user")] == ["tabs"]
+    assert [h.memory.name for h in filled.search("deploy", 5, type="project")] == ["deploy-process"]
+    assert filled.search("deploy", 5, type="reference") == []
+    with pytest.raises(InvalidMemory):
+        filled.search("deploy", 5, type="secret")

@@ -972,6 +972,24 @@ def sql(
         _err(f"stopped after {max_rows} rows: --max-rows N for more, 0 for all")
 
 
+MCP_EXTRA_HELP = (
+    "memctl mcp needs the MCP SDK: pip install 'agent-memstore[mcp]' (with pipx: pipx install"
+    " --force 'agent-memstore[mcp]'; with uv: uv tool install --force 'agent-memstore[mcp]')"
+)
+
+
+@app.command()
+def mcp() -> None:
+    """Serve this workspace's memory to an MCP client (Claude Code, Claude Desktop) on stdio."""
+    try:
+        from memstore.integrations.mcp_server import serve
+    except ImportError as error:
+        if (error.name or "").partition(".")[0] not in ("mcp", "mcp_types"):
+            raise
+        fail(MCP_EXTRA_HELP)
+    serve(State.db if State.db_given else None)
+
+
 @app.command()
 def path() -> None:
     """Print the database path (and, on stderr, the workspace and whether it exists yet)."""

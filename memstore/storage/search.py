@@ -90,19 +90,28 @@ def match_expression(terms: list[str], *, any_term: bool = False) -> str:
 
 
 def ranked_matches(
-    connection: sqlite3.Connection, columns: list[str], expression: str, limit: int
+    connection: sqlite3.Connection,
+    columns: list[str],
+    expression: str,
+    limit: int,
+    type: str | None = None,
 ) -> list[tuple[Any, ...]]:
-    """Rows of live memories matching `expression`, best first, each followed by its bm25
-    score (lower is better). Ranked inside the subquery, so only `limit` rows are joined.
+    """Rows of live memories matching `expression` (of `type`, when given), best first, each
+    followed by its bm25 score (lower is better). Ranked inside the subquery, so only `limit`
+    rows are joined.
 
     Runs on the DBAPI connection: a search is one statement, and SQLAlchemy's per-call
     overhead was most of its latency (p50 2.3 ms → about 1 ms at 10,000 memories).
     """
     selected = ", ".join(f"memory.{column}" for column in columns)
+    parameters: tuple[Any, ...]
+    ranked, parameters = _RANKED, (expression, limit)
+    if type is not None:
+        ranked, parameters = _RANKED_OF_TYPE, (expression, type, limit)
     return connection.execute(
-        f"SELECT {selected}, ranked.score FROM ({_RANKED}) AS ranked"
+        f"SELECT {selected}, ranked.score FROM ({ranked}) AS ranked"
         " JOIN memory ON memory.id = ranked.rowid ORDER BY ranked.score",
-        (expression, limit),
+        parameters,
     ).fetchall()
 
 
@@ -115,9 +124,15 @@ def ranked_ids(connection: sqlite3.Connection, expression: str, limit: int) -> d
 
 
 # The best `limit` rows of the index for a MATCH expression, with their bm25 (lower is better).
-_RANKED = (
+_SCORED = (
     f"SELECT rowid, bm25(memory_fts, {', '.join(str(w) for w in BM25_WEIGHTS)}) AS score"
-    " FROM memory_fts WHERE memory_fts MATCH ? ORDER BY score LIMIT ?"
+    " FROM memory_fts WHERE memory_fts MATCH ?"
+)
+_RANKED = f"{_SCORED} ORDER BY score LIMIT ?"
+# The same, among the memories of one type (filtered before the limit, not after it).
+_RANKED_OF_TYPE = (
+    f"{_SCORED} AND rowid IN (SELECT id FROM memory WHERE type = ? AND deleted_at IS NULL)"
+    " ORDER BY score LIMIT ?"
 )
 
 

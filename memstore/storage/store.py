@@ -231,23 +231,30 @@ class MemoryStore:
         with self.engine.connect() as connection:
             return connection.execute(select(func.count()).where(LIVE)).scalar_one()
 
-    def search(self, query: str, limit: int = 10) -> list[SearchHit]:
-        """Live memories matching the words of `query`, best first (bm25).
+    def search(self, query: str, limit: int = 10, type: str | None = None) -> list[SearchHit]:
+        """Live memories matching the words of `query` (of `type`, when given), best first
+        (bm25).
 
         All words must match; when nothing does, any word may. Stopwords are left out: a
         query of only stopwords finds nothing.
         """
         terms = search_terms(query)
+        if type is not None:
+            check_type(type)
         if not terms or limit <= 0:
             return []
-        return self._ranked(match_expression(terms), match_expression(terms, any_term=True), limit)
+        return self._ranked(
+            match_expression(terms), match_expression(terms, any_term=True), limit, type
+        )
 
-    def _ranked(self, expression: str, fallback: str | None, limit: int) -> list[SearchHit]:
+    def _ranked(
+        self, expression: str, fallback: str | None, limit: int, type: str | None = None
+    ) -> list[SearchHit]:
         """Hits for `expression`; for `fallback` when there are none."""
         with self._sqlite() as connection:
-            rows = ranked_matches(connection, _COLUMNS, expression, limit)
+            rows = ranked_matches(connection, _COLUMNS, expression, limit, type)
             if not rows and fallback is not None and fallback != expression:
-                rows = ranked_matches(connection, _COLUMNS, fallback, limit)
+                rows = ranked_matches(connection, _COLUMNS, fallback, limit, type)
         return [SearchHit(_raw_record(_COLUMNS, values), -float(score)) for *values, score in rows]
 
     def rank_ids(self, terms: list[str], limit: int) -> dict[int, float]:
