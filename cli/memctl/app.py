@@ -981,13 +981,15 @@ MCP_EXTRA_HELP = (
 @app.command()
 def mcp() -> None:
     """Serve this workspace's memory to an MCP client (Claude Code, Claude Desktop) on stdio."""
+    from memstore import __version__
+
     try:
         from memstore.integrations.mcp_server import serve
     except ImportError as error:
         if (error.name or "").partition(".")[0] not in ("mcp", "mcp_types"):
             raise
         fail(MCP_EXTRA_HELP)
-    serve(State.db if State.db_given else None)
+    serve(State.db if State.db_given else None, __version__)
 
 
 @app.command()

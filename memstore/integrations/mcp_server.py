@@ -20,7 +20,6 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import Field, ValidationError
 
-from memstore import __version__
 from memstore.errors import MemstoreError
 from memstore.files.format import INDEX_FILE_NAME, render_index, render_memory_file
 from memstore.integrations.door import Door
@@ -408,12 +407,13 @@ def _problems(error: ValidationError) -> str:
 READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 
-def build_server(door: Door) -> MCPServer:
-    """The MCP server of `door`'s store, its tools and resources registered."""
+def build_server(door: Door, version: str = "") -> MCPServer:
+    """The MCP server of `door`'s store, its tools and resources registered; `version` is
+    what it tells clients it is (memstore's, which this layer may not import)."""
     tools = MemoryTools(door)
     server = _Server(
         "memstore",
-        version=__version__,
+        version=version,
         instructions="Long-term memory of this workspace, kept by memstore: call `recall` "
         "with the user's request at the start of a task; `remember` what they ask you to "
         "keep, and `update` or `forget` what turns out wrong. Every change is audited.",
@@ -430,7 +430,7 @@ def build_server(door: Door) -> MCPServer:
     return server
 
 
-def serve(db: Path | None = None) -> None:
+def serve(db: Path | None = None, version: str = "") -> None:
     """Serve the store memctl would use here (or `db`) over stdio until the client leaves."""
     with Door.open(ACTOR, db=db) as door:
-        build_server(door).run("stdio")
+        build_server(door, version).run("stdio")
