@@ -209,3 +209,16 @@ class UnparseableReply(ModelUnavailable):
 
 class AgentFailed(MemstoreError):
     """The model call failed after retries; the session and its history are intact."""
+
+
+class NoClaudeFolder(MemstoreError):
+    """The workspace's project has no Claude Code memory folder (Claude Code makes it when it
+    first saves a memory there)."""
+
+    def __init__(self, project: str, path: str) -> None:
+        self.project = project
+        self.path = path
+        super().__init__(
+            f"no Claude Code memory folder for {project}: {path} does not exist (Claude Code "
+            "makes it when it first saves a memory in this project)"
+        )

@@ -65,6 +65,8 @@ class Settings:
     auth_token: str | None
     base_url: str | None
     editor: str  # memctl edit's: $VISUAL, else $EDITOR, else vi
+    # Claude Code's own folder ($CLAUDE_CONFIG_DIR, as Claude Code reads it, else ~/.claude).
+    claude_config_dir: Path
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -91,6 +93,7 @@ class Settings:
             auth_token=env.get("ANTHROPIC_AUTH_TOKEN") or None,
             base_url=env.get("ANTHROPIC_BASE_URL") or None,
             editor=env.get("VISUAL") or env.get("EDITOR") or "vi",
+            claude_config_dir=Path(env.get("CLAUDE_CONFIG_DIR") or str(Path.home() / ".claude")),
         )
 
 

@@ -4,13 +4,14 @@ Commands stay thin: they parse options, call memstore, and render. Errors a user
 are MemstoreError subclasses, rendered once in main() as one line on stderr, exit code 1.
 """
 
+import contextlib
 import copy
 import logging
 import os
 import shlex
 import sqlite3
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -884,12 +885,18 @@ def import_command(
         raise
     except SecretRefused as error:
         _secret_hint(error)
+    _render_import(report, directory)
+
+
+def _render_import(report: Any, directory: Path) -> None:
+    """An import's notes and skipped files on stderr; with --dry-run, what would change on
+    stdout; then the counts."""
     for note in report.notes:
         _err(f"note: {note}")
     for problem in report.problems:
         _err(f"skipped: {problem}")
-    verb = "would import" if dry_run else "imported"
-    if dry_run:
+    verb = "would import" if report.dry_run else "imported"
+    if report.dry_run:
         for name in report.created:
             print(f"create  {name}")
         for name in report.updated:
@@ -898,7 +905,7 @@ def import_command(
         f"{verb} {directory}: {len(report.created)} created, {len(report.updated)} updated, "
         f"{len(report.unchanged)} unchanged, {len(report.problems)} skipped"
     )
-    if not dry_run and (report.created or report.updated):
+    if not report.dry_run and (report.created or report.updated):
         _hint_semantic_index()
 
 
@@ -923,6 +930,134 @@ def _progress_printer() -> Callable[[int, int], None]:
                 sys.stderr.write("\n")
 
     return show
+
+
+claude_app = typer.Typer(
+    help="Claude Code's auto-memory folder of this workspace: bring it in, write back to it.",
+    no_args_is_help=True,
+)
+app.add_typer(claude_app, name="claude")
+DryRunOption = Annotated[
+    bool, typer.Option("--dry-run", help="List what would change; change nothing.")
+]
+
+
+CLAUDE_CONFLICT_HINT = (
+    "note: in Claude Code's folder, 'memctl claude import' brings in its edits first; where "
+    "a file and its memory both changed, 'memctl claude import --force' keeps the file's text "
+    "(the memory's stays in history) and 'memctl claude export --force' the database's"
+)
+
+
+def _claude_folder() -> Any:
+    from memstore.integrations.claude_code import find_folder
+
+    return find_folder(State.workspace.root, State.settings.claude_config_dir)
+
+
+@contextlib.contextmanager
+def _claude_door(dry_run: bool) -> Iterator[Any]:
+    """The store as a door of the actor `claude-code`. A dry run where there is no database
+    yet compares with an empty one of its own, so as to create none."""
+    import tempfile
+
+    from memstore.integrations.claude_code import ACTOR
+    from memstore.integrations.door import Door
+
+    with contextlib.ExitStack() as stack:
+        db = State.db
+        if dry_run and not db.exists():
+            db = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "memstore.db"
+        door = stack.enter_context(Door.open(ACTOR, db=db, settings=State.settings))
+        door.store.command = _command_line()
+        yield door
+
+
+@claude_app.command("path")
+def claude_path() -> None:
+    """Print the workspace's Claude Code memory folder (and, on stderr, its project)."""
+    folder = _claude_folder()
+    print(folder.path)
+    exists = "exists" if folder.path.is_dir() else "does not exist yet"
+    _err(f"project: {folder.project}; folder {exists}")
+
+
+@claude_app.command("import")
+def claude_import(
+    dry_run: DryRunOption = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Where a file and its memory both changed, take the file's text (the "
+            "memory's stays in history).",
+        ),
+    ] = False,
+    skip_invalid: Annotated[
+        bool, typer.Option("--skip-invalid", help="Import the readable files, skip the rest.")
+    ] = False,
+    default_type: Annotated[
+        str | None, typer.Option("--default-type", help="Type for files that name none.")
+    ] = None,
+) -> None:
+    """Read Claude Code's memory folder of this workspace into the database."""
+    from memstore.errors import ImportRejected
+    from memstore.integrations.claude_code import existing, import_folder
+
+    folder = existing(_claude_folder())
+    try:
+        with _claude_door(dry_run) as door:
+            report = import_folder(
+                door,
+                folder,
+                dry_run=dry_run,
+                force=force,
+                skip_invalid=skip_invalid,
+                default_type=default_type,
+            )
+    except ImportRejected as error:
+        for problem in error.problems:
+            _err(f"invalid: {problem}")
+        if any("both are newer" in problem.reason for problem in error.problems):
+            _err(CLAUDE_CONFLICT_HINT)
+        raise
+    _render_import(report, folder.path)
+    if door.export_failure:
+        _err(f"note: .memory/ was not written again: {door.export_failure}")
+
+
+@claude_app.command("export")
+def claude_export(
+    dry_run: DryRunOption = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Overwrite files changed in Claude Code since memstore last read them.",
+        ),
+    ] = False,
+) -> None:
+    """Write the database's memories back into Claude Code's memory folder, in place."""
+    from memstore.errors import ExportConflict
+    from memstore.integrations.claude_code import export_folder
+
+    folder = _claude_folder()
+    try:
+        with _claude_door(dry_run) as door:
+            result = export_folder(door, folder, dry_run=dry_run, force=force)
+    except ExportConflict:
+        _err(CLAUDE_CONFLICT_HINT)
+        raise
+    if dry_run:
+        for name in result.written:
+            print(f"{'rewrite' if (folder.path / name).exists() else 'create '}  {name}")
+        for name in result.removed:
+            print(f"remove   {name}")
+    verb = "would write" if dry_run else "wrote"
+    _err(
+        f"{verb} {folder.path}: {len(result.written)} written, {len(result.removed)} removed, "
+        f"{result.unchanged} unchanged"
+    )
 
 
 @app.command()

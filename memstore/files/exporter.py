@@ -18,7 +18,7 @@ from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from stat import S_ISREG
-from typing import Any
+from typing import Any, Protocol
 
 try:
     import fcntl
@@ -78,24 +78,49 @@ class _Plan:
     unchanged: int = 0
 
 
+class IndexUpdate(Protocol):
+    """Another tool's MEMORY.md, kept in its own form (Claude Code's): given the file's bytes
+    (None when there is none), every memory file of the folder with its memory, and the
+    files this export creates and removes, the new bytes, or None to leave it as it is."""
+
+    def __call__(
+        self,
+        disk: bytes | None,
+        files: dict[str, MemorySummary],
+        created: Sequence[str],
+        removed: Sequence[str],
+    ) -> bytes | None: ...
+
+
 def export_memories(
-    store: MemoryStore, directory: str | Path, *, force: bool = False
+    store: MemoryStore,
+    directory: str | Path,
+    *,
+    force: bool = False,
+    dry_run: bool = False,
+    index: IndexUpdate | None = None,
 ) -> ExportResult:
+    """Write the folder; with `dry_run`, only say what would be written and removed. `index`
+    writes MEMORY.md in another tool's form instead of memstore's."""
     directory = Path(directory).resolve()
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        if not dry_run:
+            directory.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise ExportFailed(f"cannot create {directory}: {error.strerror or error}") from None
     with _folder_lock(directory):
         try:
-            return _export_locked(store, directory, force)
+            return _export_locked(store, directory, force, dry_run, index)
         except OSError as error:
             where = error.filename or directory
             raise ExportFailed(f"cannot read {where}: {error.strerror or error}") from None
 
 
-def _export_locked(store: MemoryStore, directory: Path, force: bool) -> ExportResult:
-    _remove_stale_temporaries(directory)
+def _export_locked(
+    store: MemoryStore, directory: Path, force: bool, dry_run: bool, index: IndexUpdate | None
+) -> ExportResult:
+    if not dry_run:
+        _remove_stale_temporaries(directory)
     key = folder_key(directory, store.path)
     live = memory_table.c.deleted_at.is_(None)
     summary_columns = [
@@ -137,8 +162,9 @@ def _export_locked(store: MemoryStore, directory: Path, force: bool) -> ExportRe
         _plan_memory(
             plan, directory, file_name, full, records.get(file_name), on_disk.get(file_name), force
         )
-    index = render_index(MemorySummary(m.name, m.type, m.description) for m in memories).encode()
-    _plan_index(plan, directory, index, records.get(INDEX_FILE_NAME), on_disk, force)
+    if index is None:
+        text = render_index(MemorySummary(m.name, m.type, m.description) for m in memories)
+        _plan_index(plan, directory, text.encode(), records.get(INDEX_FILE_NAME), on_disk, force)
     live_ids = {memory.id for memory in memories}
     stale = [name for name in records if name not in targets and name != INDEX_FILE_NAME]
     for file_name in stale:
@@ -153,9 +179,14 @@ def _export_locked(store: MemoryStore, directory: Path, force: bool) -> ExportRe
     _settle_suspects(store, plan)
     if plan.conflicts:
         raise ExportConflict(str(directory), sorted(plan.conflicts), plan.conflicts)
+    if index is not None:
+        _plan_given_index(plan, directory, index, targets, on_disk)
 
     # The index goes last, so that it never lists a file that is not there yet.
     ordered = sorted(plan.writes, key=lambda name: name == INDEX_FILE_NAME)
+    if dry_run:
+        removed = sorted(n for n in plan.removals if n in on_disk)
+        return ExportResult(directory, ordered, removed, plan.unchanged + len(plan.adopted))
     applied = _Applied(stats={name: on_disk[name] for name in plan.adopted})
     contents = dict(plan.adopted)
     try:
@@ -294,6 +325,21 @@ def _plan_index(
             f"{INDEX_FILE_NAME} was not written by memstore: left as it is "
             "('memctl export --force' replaces it with memstore's index)"
         )
+
+
+def _plan_given_index(
+    plan: _Plan,
+    directory: Path,
+    index: IndexUpdate,
+    targets: dict[str, Row[Any]],
+    on_disk: dict[str, os.stat_result],
+) -> None:
+    disk = _read(directory / INDEX_FILE_NAME) if INDEX_FILE_NAME in on_disk else None
+    files = {name: MemorySummary(m.name, m.type, m.description) for name, m in targets.items()}
+    created = [name for name in plan.writes if name not in on_disk]
+    content = index(disk, files, created, [n for n in plan.removals if n in on_disk])
+    if content is not None and content != disk:
+        plan.writes[INDEX_FILE_NAME] = content
 
 
 _INDEX_LINE = re.compile(

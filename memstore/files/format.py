@@ -291,7 +291,7 @@ def _json_safe(value: Any) -> Any:
 def render_index(entries: Iterable[MemorySummary]) -> str:
     """MEMORY.md: one line per memory, preferences first, at most 200 lines and 25,000 bytes."""
     ordered = sorted(entries, key=lambda e: (TYPE_ORDER.get(e.type, len(TYPE_ORDER)), e.name))
-    lines = [_index_line(entry) for entry in ordered]
+    lines = [index_line(entry) for entry in ordered]
     if len(lines) <= INDEX_MAX_LINES and sum(len(x.encode()) for x in lines) <= INDEX_MAX_BYTES:
         return "".join(lines)
     kept: list[str] = []
@@ -306,9 +306,11 @@ def render_index(entries: Iterable[MemorySummary]) -> str:
     return "".join(kept) + _omitted_note(len(lines) - len(kept))
 
 
-def _index_line(entry: MemorySummary) -> str:
+def index_line(entry: MemorySummary, file_name: str | None = None) -> str:
+    """`- [name](file) — description`: memstore's index line, and Claude Code's form too
+    (`file_name` when the memory is kept in another file than `<name>.md`)."""
     description = shorten(entry.description, INDEX_DESCRIPTION_MAX_CHARS)
-    return f"- [{entry.name}]({memory_file_name(entry.name)}) — {description}\n"
+    return f"- [{entry.name}]({file_name or memory_file_name(entry.name)}) — {description}\n"
 
 
 def _omitted_note(count: int) -> str:

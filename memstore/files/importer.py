@@ -84,9 +84,12 @@ class ImportReport:
     run_id: str | None = None
 
 
-def memory_paths(directory: Path, problems: list[FileProblem] | None = None) -> list[str]:
-    """Markdown files below `directory` as sorted relative paths; hidden folders and index
-    files left out. Folders that cannot be read are added to `problems`."""
+def memory_paths(
+    directory: Path, problems: list[FileProblem] | None = None, *, top_level: bool = False
+) -> list[str]:
+    """Markdown files below `directory` (only in it, with `top_level`) as sorted relative
+    paths; hidden folders and index files left out. Folders that cannot be read, and file
+    names that cannot be shown on one line, are added to `problems`."""
     found: list[str] = []
 
     def unreadable(error: OSError) -> None:
@@ -95,24 +98,31 @@ def memory_paths(directory: Path, problems: list[FileProblem] | None = None) -> 
             problems.append(FileProblem(where, f"cannot read folder: {error.strerror}"))
 
     for root, folders, files in os.walk(directory, onerror=unreadable):
-        folders[:] = [f for f in folders if not f.startswith(".")]
+        folders[:] = [] if top_level else [f for f in folders if not f.startswith(".")]
         prefix = os.path.relpath(root, directory)
         prefix = "" if prefix == "." else prefix.replace(os.sep, "/") + "/"
-        found.extend(
-            prefix + f
-            for f in files
-            if f.endswith(".md") and not f.startswith(".") and f != INDEX_FILE_NAME
-        )
+        for name in files:
+            if not name.endswith(".md") or name.startswith(".") or name == INDEX_FILE_NAME:
+                continue
+            if name.isprintable():
+                found.append(prefix + name)
+            elif problems is not None:
+                shown = name.encode("unicode_escape").decode("ascii")
+                problems.append(FileProblem(prefix + shown, "a file name with control characters"))
     return sorted(found)
 
 
 def read_folder(
-    directory: Path, *, default_type: str | None = None, progress: Progress | None = None
+    directory: Path,
+    *,
+    default_type: str | None = None,
+    progress: Progress | None = None,
+    top_level: bool = False,
 ) -> tuple[list[ImportItem], list[FileProblem]]:
     if not directory.is_dir():
         raise ImportFailed(f"no such folder: {directory}")
     problems: list[FileProblem] = []
-    paths = memory_paths(directory, problems)
+    paths = memory_paths(directory, problems, top_level=top_level)
     items: list[ImportItem] = []
     for done, relative in enumerate(paths, 1):
         try:
@@ -239,6 +249,10 @@ def _description(given: Any, body: str, notes: list[str]) -> str:
 
 
 def _name(given: Any, stem: str, extra: dict[str, Any], notes: list[str]) -> str:
+    if isinstance(given, str) and ".." in re.split(r"[/\\]", given.strip()):
+        # Free text is repaired into a name; a path that climbs out of its folder is hostile.
+        shown = shorten(given.strip(), 80)
+        raise UnreadableFile(f"name {shown!r} is a path that leaves its folder")
     if isinstance(given, str):
         try:
             return check_name(given)
@@ -321,10 +335,19 @@ def import_memories(
     default_type: str | None = None,
     progress: Progress | None = None,
     allow_secrets: bool = False,
+    actor: str = "import",
+    top_level: bool = False,
+    force: bool = False,
 ) -> ImportReport:
+    """Import the folder's files in one transaction under `actor`. `top_level`: only files
+    directly in the folder. `force`: a file edited since the last export whose memory also
+    changed is imported over the database's version (which history keeps) instead of being
+    refused as a conflict."""
     if default_type is not None:
         check_type(default_type)
-    items, problems = read_folder(Path(directory), default_type=default_type, progress=progress)
+    items, problems = read_folder(
+        Path(directory), default_type=default_type, progress=progress, top_level=top_level
+    )
     if not allow_secrets:
         items = _without_secrets(items, problems)
     if problems and not skip_invalid:
@@ -337,17 +360,17 @@ def import_memories(
         with store.engine.connect() as connection:
             records = load_records(connection, key, legacy)
             live = store.memories()
-            items = _since_last_export(connection, items, records, live, report)
+            items = _since_last_export(connection, items, records, live, report, force)
         _raise_if_rejected(report, skip_invalid)
-        _plan(items, {m.name: m for m in live}, report)
+        _plan(items, live, records, report)
         return report
-    with store.transaction(actor="import", allow_secrets=allow_secrets) as tx:
+    with store.transaction(actor=actor, allow_secrets=allow_secrets) as tx:
         records = load_records(tx.connection, key, legacy)
         live = tx.memories()
-        items = _since_last_export(tx.connection, items, records, live, report)
+        items = _since_last_export(tx.connection, items, records, live, report, force)
         _raise_if_rejected(report, skip_invalid)
         results: dict[str, MemoryRecord] = {}
-        for item, memory, changes in _plan(items, {m.name: m for m in live}, report):
+        for item, memory, changes in _plan(items, live, records, report):
             if memory is None:
                 created = tx.create(item.name, item.type, item.description, item.body, item.extra)
                 results[item.path] = created
@@ -400,6 +423,7 @@ def _since_last_export(
     records: dict[str, Any],
     live: list[MemoryRecord],
     report: ImportReport,
+    force: bool = False,
 ) -> list[ImportItem]:
     """The items to import: none that would bring back what the database has moved on from.
 
@@ -434,6 +458,13 @@ def _since_last_export(
             )
             continue
         since = "deleted" if memory is None else "changed"
+        if force:
+            kept.append(item)
+            report.notes.append(
+                f"{item.path}: edited by hand, and its memory was {since} in the database "
+                "since the last export: the file's text is imported (history keeps the other)"
+            )
+            continue
         report.problems.append(
             FileProblem(
                 item.path,
@@ -446,17 +477,27 @@ def _since_last_export(
 
 
 def _plan(
-    items: list[ImportItem], existing: dict[str, MemoryRecord], report: ImportReport
+    items: list[ImportItem],
+    live: list[MemoryRecord],
+    records: dict[str, Any],
+    report: ImportReport,
 ) -> list[tuple[ImportItem, MemoryRecord | None, dict[str, Any]]]:
-    """(item, the memory it updates or None to create, the changed fields) for every item."""
+    """(item, the memory it updates or None to create, the changed fields) for every item.
+    A file recorded as holding a live memory updates that memory, whatever name the file
+    reads as now (the memory may have been renamed since); any other file goes by name."""
+    by_name = {m.name: m for m in live}
+    by_id = {m.id: m for m in live}
     actions: list[tuple[ImportItem, MemoryRecord | None, dict[str, Any]]] = []
     for item in items:
-        memory = existing.get(item.name)
+        record = records.get(item.path)
+        memory = (by_id.get(record.memory_id) if record is not None else None) or by_name.get(
+            item.name
+        )
         if memory is None:
             report.created.append(item.name)
             actions.append((item, None, {}))
             continue
         changes = _changes(item, memory)
-        (report.updated if changes else report.unchanged).append(item.name)
+        (report.updated if changes else report.unchanged).append(memory.name)
         actions.append((item, memory, changes))
     return actions

@@ -1,0 +1,227 @@
+"""Claude Code's auto-memory folder: finding the one of a workspace, importing it into the
+store, and writing the store's changes back into it in place.
+
+Claude Code keeps a project's memories in `<config>/projects/<slug>/memory/` (config:
+$CLAUDE_CONFIG_DIR, else ~/.claude). The project is the canonical git root above the folder
+(a worktree's main checkout) or else the folder itself; the slug is its absolute path with
+every character but an ASCII letter or digit replaced by `-` (one per UTF-16 code unit, as
+JavaScript counts them), cut at 200 characters with `-<hash>` appended when longer. The
+folder holds one Markdown file per memory, with the frontmatter memstore's own files have,
+and a MEMORY.md index of `- [Title](file.md) — hook` lines. docs/integrations.md says where
+this rule comes from.
+
+Import and write-back are the library's own (files/importer.py, files/exporter.py and its
+in-place rewriting), with what this folder needs: only the files directly in it, its MEMORY.md
+kept as Claude Code writes it, and the store's writes under the actor `claude-code`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import struct
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from memstore.errors import ExportFailed, NoClaudeFolder
+from memstore.files.exporter import ExportResult, export_memories
+from memstore.files.format import TYPE_ORDER, index_line
+from memstore.files.importer import MAX_FILE_BYTES, ImportReport, import_memories
+from memstore.integrations.door import Door
+from memstore.storage.models import MemorySummary
+
+ACTOR = "claude-code"
+SLUG_MAX_CHARS = 200
+MEMORY_FOLDER = "memory"
+INDEX_FILE = "MEMORY.md"
+
+
+@dataclass(frozen=True)
+class ClaudeFolder:
+    # The folder Claude Code keys the memory by, and the memory folder itself.
+    project: Path
+    path: Path
+
+
+def find_folder(root: Path, config_dir: Path) -> ClaudeFolder:
+    """Where Claude Code keeps the memory of the project at `root` (it may not exist)."""
+    project = project_of(root)
+    projects = config_dir / "projects"
+    name = slug(str(project))
+    if len(name) > SLUG_MAX_CHARS and not (projects / name).is_dir():
+        # The suffix is Bun's hash in Claude Code's own binary, djb2 under Node: a folder
+        # with the same 200 characters is the project's when it is the only one.
+        prefix = name[:SLUG_MAX_CHARS] + "-"
+        found = [p for p in _folders(projects) if p.name.startswith(prefix)]
+        if len(found) == 1:
+            name = found[0].name
+    return ClaudeFolder(project, projects / name / MEMORY_FOLDER)
+
+
+def _folders(parent: Path) -> list[Path]:
+    try:
+        return [Path(entry.path) for entry in os.scandir(parent) if entry.is_dir()]
+    except OSError:
+        return []
+
+
+def slug(project: str) -> str:
+    """Claude Code's name for a project's folder (its sanitizePath)."""
+    project = unicodedata.normalize("NFC", project)
+    name = "".join(
+        char if char.isascii() and char.isalnum() else "-" * (2 if ord(char) > 0xFFFF else 1)
+        for char in project
+    )
+    if len(name) <= SLUG_MAX_CHARS:
+        return name
+    return f"{name[:SLUG_MAX_CHARS]}-{_base36(abs(_djb2(project)))}"
+
+
+def _djb2(text: str) -> int:
+    """JavaScript's `hash = ((hash << 5) - hash + charCode) | 0` over UTF-16 code units."""
+    encoded = text.encode("utf-16-le")
+    value = 0
+    for (unit,) in struct.iter_unpack("<H", encoded):
+        value = ((value << 5) - value + unit) & 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def _base36(number: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    text = ""
+    while True:
+        number, digit = divmod(number, 36)
+        text = digits[digit] + text
+        if number == 0:
+            return text
+
+
+def project_of(root: Path) -> Path:
+    """The project Claude Code keys memory by: the git root at or above `root`, resolved
+    through a worktree to its main checkout (only when the worktree's link back agrees, as
+    Claude Code checks), else `root`."""
+    root = Path(os.path.abspath(root))
+    top = next((f for f in (root, *root.parents) if (f / ".git").exists()), None)
+    if top is None:
+        return root
+    try:
+        git_file = (top / ".git").read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return top  # a .git folder: an ordinary checkout
+    if not git_file.startswith("gitdir:"):
+        return top
+    try:
+        git_dir = Path(os.path.realpath(top / git_file.removeprefix("gitdir:").strip()))
+        pointer = (git_dir / "commondir").read_text(encoding="utf-8").strip()
+        common = Path(os.path.realpath(git_dir / pointer))
+        back = (git_dir / "gitdir").read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return top
+    if git_dir.parent != common / "worktrees":
+        return top
+    if os.path.realpath(top / back) != os.path.join(os.path.realpath(top), ".git"):
+        return top
+    return common if common.name != ".git" else common.parent
+
+
+def existing(folder: ClaudeFolder) -> ClaudeFolder:
+    """`folder`, which must be a folder; NoClaudeFolder otherwise."""
+    if not folder.path.is_dir():
+        raise NoClaudeFolder(str(folder.project), str(folder.path))
+    return folder
+
+
+def import_folder(
+    door: Door,
+    folder: ClaudeFolder,
+    *,
+    dry_run: bool = False,
+    force: bool = False,
+    skip_invalid: bool = False,
+    default_type: str | None = None,
+) -> ImportReport:
+    """Claude Code's memories into the store, as one run of the actor `claude-code`; then
+    `.memory/` is written again, as after any change through a door."""
+    existing(folder)
+    report = import_memories(
+        door.store,
+        folder.path,
+        actor=ACTOR,
+        top_level=True,
+        dry_run=dry_run,
+        force=force,
+        skip_invalid=skip_invalid,
+        default_type=default_type,
+    )
+    if report.run_id is not None:
+        door.export()
+    return report
+
+
+def export_folder(
+    door: Door, folder: ClaudeFolder, *, dry_run: bool = False, force: bool = False
+) -> ExportResult:
+    """The store's memories written back into Claude Code's folder: files as they are
+    unless their memory changed, a changed one rewritten in place, a new memory as a new
+    file, MEMORY.md in Claude Code's form."""
+    existing(folder)
+    _check_entries(folder.path)
+    return export_memories(
+        door.store, folder.path, force=force, dry_run=dry_run, index=claude_index
+    )
+
+
+def _check_entries(folder: Path) -> None:
+    """Refuse a folder whose Markdown entries are not all regular files: a link is never
+    followed nor replaced, and MEMORY.md, which is read whole, is capped."""
+    for entry in os.scandir(folder):
+        if not entry.name.endswith(".md"):
+            continue
+        status = entry.stat(follow_symlinks=False)
+        if not stat.S_ISREG(status.st_mode):
+            raise ExportFailed(
+                f"{entry.path} is not a regular file (a link?): not followed, nothing written"
+            )
+        if entry.name == INDEX_FILE and status.st_size > MAX_FILE_BYTES:
+            raise ExportFailed(
+                f"{entry.path} is over {MAX_FILE_BYTES:,} bytes: not read, nothing written"
+            )
+
+
+def _link(file_name: str) -> re.Pattern[str]:
+    return re.compile(rf"^\s*[-*+]\s.*\]\((?:\./)?{re.escape(file_name)}\)")
+
+
+def claude_index(
+    disk: bytes | None,
+    files: dict[str, MemorySummary],
+    created: Sequence[str],
+    removed: Sequence[str],
+) -> bytes | None:
+    """MEMORY.md as Claude Code keeps it: every line of its own stays as written (headings,
+    notes, its titles and hooks); the lines that link a removed file go, and a new file gets
+    a `- [name](file) — description` line at the end. Without a MEMORY.md, one is written
+    listing every file. None: leave the file as it is (it is not UTF-8 text)."""
+    if disk is None:
+        ordered = sorted(files.items(), key=lambda f: (TYPE_ORDER.get(f[1].type, 9), f[1].name))
+        return "".join(index_line(m, name) for name, m in ordered).encode() or None
+    try:
+        text = disk.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    newline = "\r\n" if "\r\n" in text else "\n"
+    lines = text.splitlines(keepends=True)
+    gone = [_link(name) for name in removed]
+    kept = [line for line in lines if not any(link.match(line) for link in gone)]
+    listed = "".join(kept)
+    added = [
+        index_line(files[name], name).replace("\n", newline)
+        for name in sorted(created)
+        if name in files and not any(_link(name).match(line) for line in kept)
+    ]
+    if added and listed and not listed.endswith(("\n", "\r")):
+        listed += newline
+    return (listed + "".join(added)).encode()
