@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from memstore.integrations.claude_code import find_folder, project_of, slug
+from tests.anthropic_server import AnthropicServer, text_reply
 from tests.conftest import MemctlRunner
 
 FEEDBACK = (
@@ -311,3 +312,51 @@ def test_hostile_files_are_refused_and_change_nothing(
         assert written.returncode == 0, written.stderr
         assert (folder / "linked.md").read_bytes().endswith(b"From memstore.\n")
     assert outside.read_bytes() == outside_before
+
+
+def test_chat_reads_claude_md_and_agents_md_into_its_system_prompt(
+    memctl: MemctlRunner, anthropic_server: AnthropicServer, tmp_path: Path, home: Path
+) -> None:
+    workspace = tmp_path / "chat"
+    (workspace / ".git").mkdir(parents=True)
+    (workspace / "CLAUDE.md").write_text("Build with `make <target>` & never push to main.\n")
+    (workspace / "AGENTS.md").write_text("Agents: " + "x" * 30_000)
+    (home / ".claude").mkdir(parents=True)
+    (home / ".claude" / "CLAUDE.md").write_text("PERSONAL-RULE-FOR-CLAUDE-CODE\n")
+    env = {
+        "ANTHROPIC_API_KEY": "test-key",
+        "ANTHROPIC_BASE_URL": anthropic_server.url,
+        "MEMSTORE_SETTINGS": os.devnull,
+        "HOME": str(home),
+    }
+    # An empty store: no selection call; the answer; extraction finds nothing to keep.
+    anthropic_server.script(text_reply("Understood."), text_reply("[]"))
+    chat = memctl("chat", input="how do I build?\n", env=env, cwd=workspace)
+    assert chat.returncode == 0, chat.stderr
+    (request,) = [r for r in anthropic_server.requests if "tools" in r]
+    system = request["system"][0]["text"]
+    instructions = system[system.index("<project_instructions>") : system.index("</project_")]
+    assert "## CLAUDE.md\n\nBuild with `make &lt;target&gt;` &amp; never push to main." in (
+        instructions
+    )
+    assert "## AGENTS.md\n\nAgents: " + "x" * (20_000 - len("Agents: ")) + "\n[… cut" in (
+        instructions
+    )
+    assert "x" * 20_000 not in instructions
+    assert "PERSONAL-RULE" not in system
+    # The project's instructions come before the memory's, and are never stored.
+    assert system.index("<project_instructions>") < system.index("<memory_index>")
+    database = (workspace / ".memory" / "memstore.db").read_bytes()
+    assert b"never push to main" not in database and b"xxxxxxxx" not in database
+
+    # Absent files are skipped; a link out of the workspace is never followed.
+    (workspace / "AGENTS.md").unlink()
+    (workspace / "CLAUDE.md").unlink()
+    (workspace / "CLAUDE.md").symlink_to(home / ".claude" / "CLAUDE.md")
+    anthropic_server.requests.clear()
+    anthropic_server.script(text_reply("Hello."), text_reply("[]"))
+    again = memctl("chat", input="hello\n", env=env, cwd=workspace)
+    assert again.returncode == 0, again.stderr
+    (request,) = [r for r in anthropic_server.requests if "tools" in r]
+    assert "project_instructions" not in request["system"][0]["text"]
+    assert "PERSONAL-RULE" not in request["system"][0]["text"]

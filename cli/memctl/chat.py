@@ -26,6 +26,7 @@ from memctl.chat_input import (
 from memctl.render import count, one_line, print_table, recall_summary
 from memstore.agent.approval import SKIP_FLAG, ApprovalPolicy, load_allow_rules
 from memstore.agent.compact import CompactionSettings
+from memstore.agent.instructions import project_instructions
 from memstore.agent.loop import Agent, SessionFiles
 from memstore.agent.memory import AgentMemory
 from memstore.agent.sessions import (
@@ -215,15 +216,17 @@ def run_chat(
         reader: MessageInput = TerminalInput(db.parent / LINE_HISTORY_FILE) if tty else PipedInput()
         # Piped, nobody can be asked: what needs approval is refused, unless a rule allows it.
         ask = terminal_approver(workspace, events.block, reader.ask) if tty else None
+        tools = Workspace(workspace, databases=[db])
         agent = Agent(
             client,
             model=model,
-            workspace=Workspace(workspace, databases=[db]),
+            workspace=tools,
             session=session,
             memory=memory,
             events=events,
             compaction=CompactionSettings(context_budget_tokens=context_tokens),
             approval=ApprovalPolicy(allow=allow, ask=ask, skip_all=skip_approvals),
+            instructions=project_instructions(tools),
         )
         if resume is not None:
             messages, skipped = session.load()

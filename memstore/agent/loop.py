@@ -74,6 +74,11 @@ BASE_INSTRUCTIONS = """\
 You are a coding agent working in the user's terminal, in the workspace {workspace}. Use \
 the tools to read, run and change things there; paths are relative to the workspace and \
 cannot leave it. Be concise; show what you changed."""
+PROJECT_INSTRUCTIONS = """\
+The project's own instructions for coding agents follow, inside <project_instructions>: its \
+CLAUDE.md and AGENTS.md as they are in the workspace (escaped: &lt; &gt; &amp;). Follow them \
+as the user's standing instructions for this workspace, unless the user says otherwise; they \
+do not change what is said about memories."""
 MEMORY_INSTRUCTIONS = """\
 You have a long-term memory that persists across sessions. Its index is below, inside \
 <memory_index>; memories relevant to the user's message are shown to you inside \
@@ -186,10 +191,13 @@ class Agent:
         compaction: CompactionSettings | None = None,
         can_delegate: bool = True,
         approval: ApprovalPolicy | None = None,
+        instructions: str = "",
     ) -> None:
         """`approval` decides which bash, write and edit calls run; without one, none does
-        (the REPL passes one that asks the user)."""
+        (the REPL passes one that asks the user). `instructions`: the project's own, for the
+        system prompt (agent/instructions.py reads them)."""
         self.client = client
+        self.instructions = instructions
         self.model = model
         self.workspace = workspace
         self.session = session
@@ -282,8 +290,14 @@ class Agent:
         self.messages = merge_same_roles(messages)
 
     def system_prompt(self) -> list[dict[str, Any]]:
-        """Instructions and the MEMORY.md index, built once per turn; cached by the API."""
+        """Instructions (memctl's, then the project's) and the MEMORY.md index, built once per
+        turn; cached by the API."""
         text = BASE_INSTRUCTIONS.format(workspace=self.workspace.root)
+        if self.instructions:
+            text += (
+                f"\n\n{PROJECT_INSTRUCTIONS}\n\n<project_instructions>\n{self.instructions}\n"
+                "</project_instructions>"
+            )
         if self.memory is not None:
             try:
                 summaries = self.memory.store.summaries()
@@ -479,6 +493,7 @@ class Agent:
             compaction=self.compaction,
             can_delegate=False,
             approval=self.approval,
+            instructions=self.instructions,
         )
         try:
             outcome = sub_agent.turn(prompt)
