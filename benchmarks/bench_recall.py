@@ -1,40 +1,49 @@
-"""Recall quality and speed of the keyword path, with the seed's substring method side by side.
+"""Recall quality and speed of the keyword path, beside a plain FTS5 query and the seed's
+substring method, on the sets recall is tuned on and on held-out ones, side by side.
 
-Not a test: it prints figures. The evaluation sets are read from ../shared/eval (recall_dev, and
-locomo_dev, whose licence keeps it out of this repository); each is imported through the real
-import path into a fresh store.
+Not a test: it prints figures. The tuning sets are read from ../shared/eval (recall_dev, and
+locomo_dev, whose licence keeps it out of this repository); the held-out ones are in
+benchmarks/eval (benchmarks/eval/README.md says which is which). Each set is imported through
+the real import path into a fresh store.
 
     .venv/bin/python benchmarks/bench_recall.py            # quality, and latency up to 100,000
     .venv/bin/python benchmarks/bench_recall.py --quick    # latency up to 10,000 only
     .venv/bin/python benchmarks/bench_recall.py --per-query recall_dev   # each query's picks
+    .venv/bin/python benchmarks/bench_recall.py --ablation # each rule and word list on and off
 
 With semantic recall available (numpy and `memctl semantic fetch`), the offline path with it
-("keyword+semantic") is scored beside the keyword path alone, and its latency measured too.
+("+semantic") is scored beside the keyword path alone, and its latency measured too.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from memstore.files.importer import import_memories
 from memstore.llm.messages import recent_user_text
-from memstore.recall import vectors
+from memstore.recall import keyword, lexicon, terms, tokens, vectors
 from memstore.recall.fusion import offline_recall
 from memstore.recall.keyword import keyword_recall
 from memstore.recall.model_files import MODEL_NAME
 from memstore.recall.vectors import SemanticIndex, SemanticModel
+from memstore.storage import engine, search
+from memstore.storage.search import search_terms
 from memstore.storage.store import MemoryStore
 
+# The sets recall is tuned on, beside the checkout; and those it is never tuned on, here.
 EVAL = Path(__file__).resolve().parents[2] / "shared" / "eval"
+HELD_OUT = Path(__file__).resolve().parent / "eval"
 K = 5
+LANGUAGES = ("en", "zh", "mixed")
 
 Method = Callable[[MemoryStore, list[dict[str, str]]], list[str]]
 
@@ -67,6 +76,17 @@ def memstore_offline(store: MemoryStore, messages: list[dict[str, str]]) -> list
     return [hit.memory.name for hit in hits]
 
 
+def plain_fts5(store: MemoryStore, messages: list[dict[str, str]]) -> list[str]:
+    """The baseline any FTS5 user would write: the text's words without stopwords (English
+    porter-stemmed, Han text as bigrams, as the index holds them) in one OR query, by bm25;
+    no lexicon, no re-ordering, no floor."""
+    words = search_terms(recent_user_text(messages))
+    ranked = store.rank_ids(words, K) if words else {}
+    best = sorted(ranked, key=lambda i: (-ranked[i], i))
+    records = store.by_ids(best)
+    return [records[i].name for i in best if i in records]
+
+
 def seed_substring(store: MemoryStore, messages: list[dict[str, str]]) -> list[str]:
     """The seed's fallback: words longer than 3 characters, split on spaces, as substrings of
     name + description, memories in file-name order, the first 5 that match."""
@@ -81,9 +101,10 @@ def seed_substring(store: MemoryStore, messages: list[dict[str, str]]) -> list[s
     return picked
 
 
-METHODS: dict[str, Method] = {"memstore": memstore_keyword, "seed": seed_substring}
+METHODS: dict[str, Method] = {"memstore": memstore_keyword}
 if vectors.available():
-    METHODS = {"memstore": memstore_keyword, "+semantic": memstore_offline, "seed": seed_substring}
+    METHODS["+semantic"] = memstore_offline
+METHODS.update({"fts5": plain_fts5, "seed": seed_substring})
 SHOWN = "+semantic" if "+semantic" in METHODS else "memstore"  # by --per-query
 
 
@@ -105,44 +126,82 @@ def scores(picked: list[str], relevant: list[str]) -> dict[str, float]:
     }
 
 
-def summary(rows: list[tuple[dict, list[str]]]) -> str:
-    answerable = [(q, p) for q, p in rows if q["relevant"]]
+Rows = list[tuple[dict, list[str]]]  # each query, and the memories a method picked
+
+
+def mean_score(rows: Rows, metric: str) -> float | None:
+    """The mean of `metric` over the rows' answerable queries; None when there are none."""
+    per_query = [scores(p, q["relevant"])[metric] for q, p in rows if q["relevant"]]
+    return statistics.mean(per_query) if per_query else None
+
+
+def empty_share(rows: Rows) -> tuple[float, int] | None:
+    """The share of no-answer turns left empty, and how many there are; None without any."""
     unanswerable = [p for q, p in rows if not q["relevant"]]
+    if not unanswerable:
+        return None
+    return sum(1 for p in unanswerable if not p) / len(unanswerable), len(unanswerable)
+
+
+def summary(rows: Rows) -> str:
     parts = [f"n={len(rows):<4}"]
-    if answerable:
-        per_query = [scores(p, q["relevant"]) for q, p in answerable]
-        for metric in ("P@5", "R@5", "MRR", "hit@5"):
-            parts.append(f"{metric} {statistics.mean(s[metric] for s in per_query):.3f}")
-    if unanswerable:
-        empty = sum(1 for p in unanswerable if not p) / len(unanswerable)
-        parts.append(f"empty on no-answer {empty:.0%} of {len(unanswerable)}")
+    for metric in ("P@5", "R@5", "MRR", "hit@5"):
+        value = mean_score(rows, metric)
+        if value is not None:
+            parts.append(f"{metric} {value:.3f}")
+    empty = empty_share(rows)
+    if empty is not None:
+        parts.append(f"empty on no-answer {empty[0]:.0%} of {empty[1]}")
     returned = statistics.mean(len(p) for _, p in rows)
     parts.append(f"avg returned {returned:.1f}")
     return "  ".join(parts)
 
 
-def run_set(label: str, stores: list[tuple[Path, Path]], per_query: bool) -> None:
-    """`stores`: (memories folder, queries.jsonl) pairs, each imported into its own store."""
-    results: dict[str, list[tuple[dict, list[str]]]] = {m: [] for m in METHODS}
+def set_stores(root: Path) -> list[tuple[Path, Path]]:
+    """(memories folder, queries.jsonl) of an evaluation set: one store, or one per
+    conversation folder (LoCoMo)."""
+    if (root / "queries.jsonl").exists():
+        return [(root / "memories", root / "queries.jsonl")]
+    return [
+        (c / "memories", c / "queries.jsonl") for c in sorted(root.glob("conv-*")) if c.is_dir()
+    ]
+
+
+def score_set(
+    stores: list[tuple[Path, Path]], methods: dict[str, Method], per_query: bool = False
+) -> dict[str, Rows]:
+    """Each method's picks for each query of the set; `stores`: (memories folder,
+    queries.jsonl) pairs, each imported into its own store."""
+    results: dict[str, Rows] = {m: [] for m in methods}
     with tempfile.TemporaryDirectory() as work:
         for i, (memories, queries_path) in enumerate(stores):
             with MemoryStore(Path(work) / f"{i}.db") as store:
                 import_memories(store, memories)
-                if "+semantic" in METHODS:  # scored with every vector in place
+                if "+semantic" in methods:  # scored with every vector in place
                     semantic_index(store).index_all()
                 for query in load_queries(queries_path):
                     messages = [{"role": "user", "content": m} for m in query["messages"]]
-                    for name, method in METHODS.items():
+                    for name, method in methods.items():
                         picked = method(store, messages)
                         results[name].append((query, picked))
                         if per_query and name == SHOWN:
-                            mark = "ok " if set(picked) & set(query["relevant"]) else "-- "
-                            if not query["relevant"]:
-                                mark = "ok " if not picked else "!! "
-                            turn = query["messages"][-1][:70]
-                            print(f"{mark}{query['id']} [{query['kind']}] {turn!r}")
-                            print(f"      got {picked}\n     gold {query['relevant']}")
+                            print_query(query, picked)
                 INDEXES.pop(store, None)
+    return results
+
+
+def print_query(query: dict, picked: list[str]) -> None:
+    mark = "ok " if set(picked) & set(query["relevant"]) else "-- "
+    if not query["relevant"]:
+        mark = "ok " if not picked else "!! "
+    turn = query["messages"][-1][:70]
+    print(f"{mark}{query['id']} [{query['kind']}] {turn!r}")
+    print(f"      got {picked}\n     gold {query['relevant']}")
+
+
+def run_set(label: str, stores: list[tuple[Path, Path]], per_query: bool) -> dict[str, Rows]:
+    """Score the set with every method and print its figures, overall, by language and kind."""
+    results = score_set(stores, METHODS, per_query)
     print(f"\n== {label}")
     for name, rows in results.items():
         print(f"  {name:9} all       {summary(rows)}")
@@ -150,6 +209,36 @@ def run_set(label: str, stores: list[tuple[Path, Path]], per_query: bool) -> Non
             for value in sorted({q[key] for q, _ in rows}):
                 subset = [(q, p) for q, p in rows if q[key] == value]
                 print(f"  {name:9} {value:9} {summary(subset)}")
+    return results
+
+
+def by_language(rows: Rows) -> dict[str, Rows]:
+    """The rows overall, per language, and Chinese and mixed together."""
+    slices = {"all": rows}
+    slices.update({lang: [(q, p) for q, p in rows if q["lang"] == lang] for lang in LANGUAGES})
+    slices["zh+mixed"] = slices["zh"] + slices["mixed"]
+    return slices
+
+
+def cell(value: float | None) -> str:
+    return "   - " if value is None else f"{value:.3f}"[1:] if value < 1 else "1.00"
+
+
+def print_side_by_side(tuning: dict[str, Rows], held_out: dict[str, Rows], labels: str) -> None:
+    """R@5 per language of each method on a tuning set and a held-out set, side by side,
+    and the share of no-answer turns each leaves empty."""
+    print(f"\n== side by side, R@5 (tuning | held out): {labels}")
+    languages = ("all", *LANGUAGES, "zh+mixed")
+    print("  " + " " * 9 + "".join(f"  {lang:>11}" for lang in languages) + "   empty on no-answer")
+    for name in held_out:
+        dev, held = by_language(tuning.get(name, [])), by_language(held_out[name])
+        cells = [
+            f"{cell(mean_score(dev[lang], 'R@5'))} | {cell(mean_score(held[lang], 'R@5'))}"
+            for lang in languages
+        ]
+        empties = [empty_share(rows) for rows in (tuning.get(name, []), held_out[name])]
+        shown = " | ".join("  - " if e is None else f"{e[0]:>4.0%}" for e in empties)
+        print(f"  {name:9}" + "".join(f"  {c:>11}" for c in cells) + f"   {shown}")
 
 
 def random_word_store(path: Path, count: int, vocabulary: list[str]) -> MemoryStore:
@@ -265,24 +354,155 @@ def bench_semantic_latency(sizes: list[int]) -> None:
         print(f"  encoding a {words}-word text: {elapsed:.1f} ms")
 
 
+# -- ablation: each rule and word list of keyword recall off (or changed), for this run only -
+
+TUNING_SETS = ("recall_dev", "locomo_dev")
+HELD_OUT_SETS = ("recall_holdout",)
+
+
+def set_root(name: str) -> Path:
+    return (HELD_OUT if name in HELD_OUT_SETS else EVAL) / name
+
+
+@contextlib.contextmanager
+def patched(*changes: tuple[Any, str, Any]) -> Iterator[None]:
+    """Each (module, attribute, value) set for the block, and the caches that hold what the
+    old values made (the lexicon, the tokens of texts) emptied before and after it."""
+    old = [(module, name, getattr(module, name)) for module, name, _ in changes]
+    for module, name, value in changes:
+        setattr(module, name, value)
+    forget_caches()
+    try:
+        yield
+    finally:
+        for module, name, value in old:
+            setattr(module, name, value)
+        forget_caches()
+
+
+def forget_caches() -> None:
+    lexicon._loaded = None
+    tokens.index_tokens.cache_clear()
+    terms._stop_tokens.cache_clear()
+
+
+def without_list(name: str) -> contextlib.AbstractContextManager[None]:
+    """The lexicon built without one of its word lists."""
+    read = lexicon._data_lines
+    return patched((lexicon, "_data_lines", lambda file: [] if file == name else read(file)))
+
+
+def han_segmentation(split: Callable[[str], str]) -> contextlib.AbstractContextManager[None]:
+    """Han runs segmented by `split` instead of bigrams, in the index and in the queries
+    alike (each module that took `segment` by name)."""
+
+    def segment(text: str) -> str:
+        return text if text.isascii() else search._HAN_RUN.sub(lambda m: split(m.group()), text)
+
+    return patched(*((module, "segment", segment) for module in (search, engine, tokens, lexicon)))
+
+
+def bm25_weights(weights: tuple[float, ...]) -> contextlib.AbstractContextManager[None]:
+    ranked = search._RANKED.replace(", ".join(str(w) for w in search.BM25_WEIGHTS),
+                                    ", ".join(str(w) for w in weights))  # fmt: skip
+    return patched((search, "_RANKED", ranked))
+
+
+def no_equivalents(text: str, wanted: list[terms.Term]) -> tuple[list[terms.Term], list[str]]:
+    return wanted, []
+
+
+VARIANTS: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
+    "as shipped": contextlib.nullcontext,
+    "no lexicon at all": lambda: patched((keyword, "with_equivalents", no_equivalents)),
+    "no zh-en glossary": lambda: without_list("glossary_zh_en.tsv"),
+    "no English synonyms": lambda: without_list("synonyms_en.txt"),
+    "no Chinese synonyms": lambda: patched((lexicon, "_chinese_synonyms", lambda glossary: [])),
+    "equivalents weight 1": lambda: patched((keyword, "EQUIVALENT_WEIGHT", 1.0)),
+    "equivalents weight 0": lambda: patched((keyword, "EQUIVALENT_WEIGHT", 0.0)),
+    "phrase weighs 1 term": lambda: patched((terms, "_weight", lambda *args: 1)),
+    "no number phrases": lambda: patched((keyword, "number_phrases", lambda text: [])),
+    "no coordination": lambda: patched((keyword, "COORDINATION", 0.0)),
+    "coordination 1": lambda: patched((keyword, "COORDINATION", 1.0)),
+    # (A floor of one term is no floor: the best memory shares at least one.)
+    "no relevance floor": lambda: patched((keyword, "MIN_SHARED_TERMS", 0)),
+    "floor of 3 terms": lambda: patched((keyword, "MIN_SHARED_TERMS", 3)),
+    "no English stopwords": lambda: patched(
+        (search, "ENGLISH_STOPWORDS", frozenset()), (terms, "ENGLISH_STOPWORDS", frozenset())
+    ),
+    "no Chinese stop chars": lambda: patched((search, "CHINESE_STOP_CHARACTERS", frozenset())),
+    "Han as characters": lambda: han_segmentation(lambda run: " " + " ".join(run) + " "),
+    "Han runs unsplit": lambda: han_segmentation(lambda run: f" {run} "),
+    "bm25 columns 1,1,1": lambda: bm25_weights((1.0, 1.0, 1.0)),
+}
+
+
+def bench_ablation(names: list[str], metric: str) -> None:
+    """`metric` (R@5, MRR...) of the keyword path on each set with each variant: per language
+    on the bilingual sets, with the no-answer turns left empty; and hit@5 on LoCoMo."""
+    sets = [name for name in names if set_root(name).exists()]
+    held = ", ".join(HELD_OUT_SETS)
+    print(f"\n== ablation, keyword path (tuning: {', '.join(TUNING_SETS)}; held out: {held})")
+    header = "".join(ablation_header(name, metric) for name in sets)
+    print(f"  {'variant':22}{header}")
+    for label, variant in VARIANTS.items():
+        with variant():
+            cells = [ablation_cells(name, metric) for name in sets]
+        print(f"  {label:22}" + "".join(cells), flush=True)
+
+
+def ablation_header(name: str, metric: str) -> str:
+    if name == "locomo_dev":
+        return f"  {'locomo_dev ' + metric:>14} hit@5"
+    return f"  {name + f' {metric} all/en/zh+mix':>29}  empty"
+
+
+def ablation_cells(name: str, metric: str) -> str:
+    rows = score_set(set_stores(set_root(name)), {"memstore": memstore_keyword})["memstore"]
+    if name == "locomo_dev":
+        return f"  {cell(mean_score(rows, metric)):>14} {cell(mean_score(rows, 'hit@5'))}"
+    slices = by_language(rows)
+    figures = "/".join(cell(mean_score(slices[lang], metric)) for lang in ("all", "en", "zh+mixed"))
+    empty = empty_share(rows)
+    return f"  {figures:>29}  {'-' if empty is None else f'{empty[0]:.0%}':>5}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="latency up to 10,000 memories")
     parser.add_argument("--per-query", metavar="SET", help="print each query of this set")
+    parser.add_argument(
+        "--per-query-heldout",
+        action="store_true",
+        help="allow --per-query on a held-out set (it stops being held out once read)",
+    )
     parser.add_argument("--no-latency", action="store_true")
+    parser.add_argument(
+        "--ablation", action="store_true", help="only: each rule and word list on and off"
+    )
+    parser.add_argument("--metric", default="R@5", choices=["R@5", "MRR", "hit@5", "P@5"],
+                        help="what --ablation reports")  # fmt: skip
     args = parser.parse_args()
-    run_set(
-        "recall_dev",
-        [(EVAL / "recall_dev" / "memories", EVAL / "recall_dev" / "queries.jsonl")],
-        args.per_query == "recall_dev",
-    )
-    conversations = sorted(p for p in (EVAL / "locomo_dev").glob("conv-*") if p.is_dir())
-    run_set(
-        "locomo_dev",
-        [(c / "memories", c / "queries.jsonl") for c in conversations],
-        args.per_query == "locomo_dev",
-    )
-    if not args.no_latency:
+    if args.per_query in HELD_OUT_SETS and not args.per_query_heldout:
+        parser.error(f"{args.per_query} is held out: tune on {' or '.join(TUNING_SETS)}")
+    if args.ablation:
+        bench_ablation([*TUNING_SETS, *HELD_OUT_SETS], args.metric)
+        return
+    results: dict[str, dict[str, Rows]] = {}
+    for name in (*TUNING_SETS, *HELD_OUT_SETS):
+        label = f"{name} (held out)" if name in HELD_OUT_SETS else name
+        if not set_root(name).exists():
+            print(f"\n== {label}: not found at {set_root(name)}")
+            continue
+        results[name] = run_set(label, set_stores(set_root(name)), args.per_query == name)
+    if "recall_holdout" in results:
+        print_side_by_side(
+            results.get("recall_dev", {}), results["recall_holdout"], "recall_dev | recall_holdout"
+        )
+    if "locomo_dev" in results:
+        print("  locomo_dev: tuning only here (its other five conversations are held out")
+        print("  by the issue's authors, not in this repository)")
+    if not args.no_latency and (EVAL / "recall_dev").exists():
         bench_latency([1_000, 10_000] if args.quick else [1_000, 10_000, 100_000])
         bench_semantic_latency([1_000, 10_000] if args.quick else [1_000, 10_000, 100_000])
 
