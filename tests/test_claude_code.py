@@ -260,6 +260,39 @@ def test_a_memory_changed_on_both_sides_is_a_conflict(run: MemctlRunner, folder:
     assert snapshot(folder) == before
 
 
+def test_a_file_claude_code_deletes_deletes_its_memory_unless_it_changed(
+    run: MemctlRunner, folder: Path
+) -> None:
+    assert run("claude", "import").returncode == 0
+    (folder / "old_ci.md").unlink()
+    (folder / "user_role.md").unlink()
+    assert run("edit", "user-role", "--body", "Changed in memstore since.").returncode == 0
+    plan = run("claude", "import", "--dry-run")
+    assert plan.returncode == 0, plan.stderr
+    assert plan.stdout.splitlines() == ["delete  old-ci"]
+    assert set(memories(run)) == {"feedback-testing", "old-ci", "user-role"}
+
+    applied = run("claude", "import")
+    assert applied.returncode == 0, applied.stderr
+    assert "user_role.md: removed from the folder, but its memory 'user-role' changed" in (
+        applied.stderr
+    )
+    assert set(memories(run)) == {"feedback-testing", "user-role"}
+    events = json.loads(run("history", "old-ci", "--json").stdout)
+    assert [(e["operation"], e["actor"]) for e in events][-1] == ("delete", "claude-code")
+    # Writing back brings back only the memory memstore changed, as a new file.
+    index = (folder / "MEMORY.md").read_bytes()
+    assert run("claude", "export").returncode == 0
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "MEMORY.md",
+        "feedback_testing.md",
+        "user-role.md",
+    ]
+    assert (folder / "MEMORY.md").read_bytes() == index + (
+        "- [user-role](user-role.md) — The user is a data engineer\n".encode()
+    )
+
+
 def test_no_folder_is_one_line(run: MemctlRunner, home: Path) -> None:
     for command in ("import", "export"):
         result = run("claude", command)

@@ -901,9 +901,12 @@ def _render_import(report: Any, directory: Path) -> None:
             print(f"create  {name}")
         for name in report.updated:
             print(f"update  {name}")
+        for name in report.deleted:
+            print(f"delete  {name}")
+    deleted = f", {len(report.deleted)} deleted" if report.deleted else ""
     _err(
-        f"{verb} {directory}: {len(report.created)} created, {len(report.updated)} updated, "
-        f"{len(report.unchanged)} unchanged, {len(report.problems)} skipped"
+        f"{verb} {directory}: {len(report.created)} created, {len(report.updated)} updated"
+        f"{deleted}, {len(report.unchanged)} unchanged, {len(report.problems)} skipped"
     )
     if not report.dry_run and (report.created or report.updated):
         _hint_semantic_index()

@@ -77,6 +77,8 @@ class ImportReport:
     created: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
+    # With `deletions`: memories whose file is gone from the folder.
+    deleted: list[str] = field(default_factory=list)
     # Normalisations, one line each: "path: what was changed".
     notes: list[str] = field(default_factory=list)
     problems: list[FileProblem] = field(default_factory=list)
@@ -338,11 +340,13 @@ def import_memories(
     actor: str = "import",
     top_level: bool = False,
     force: bool = False,
+    deletions: bool = False,
 ) -> ImportReport:
     """Import the folder's files in one transaction under `actor`. `top_level`: only files
     directly in the folder. `force`: a file edited since the last export whose memory also
     changed is imported over the database's version (which history keeps) instead of being
-    refused as a conflict."""
+    refused as a conflict. `deletions`: a file of the folder's records that is gone deletes
+    its memory (soft: `restore` brings it back), unless the memory changed since."""
     if default_type is not None:
         check_type(default_type)
     items, problems = read_folder(
@@ -362,7 +366,10 @@ def import_memories(
             live = store.memories()
             items = _since_last_export(connection, items, records, live, report, force)
         _raise_if_rejected(report, skip_invalid)
-        _plan(items, live, records, report)
+        actions = _plan(items, live, records, report)
+        if deletions:
+            claimed = {memory.id for _, memory, _ in actions if memory is not None}
+            _gone(Path(directory), records, live, report, claimed)
         return report
     with store.transaction(actor=actor, allow_secrets=allow_secrets) as tx:
         records = load_records(tx.connection, key, legacy)
@@ -376,6 +383,13 @@ def import_memories(
                 results[item.path] = created
             else:
                 results[item.path] = tx.update(memory, **changes) if changes else memory
+        claimed = {memory.id for memory in results.values()}
+        gone: list[MemoryRecord] = []
+        forget: list[str] = []
+        if deletions:
+            gone, forget = _gone(Path(directory), records, live, report, claimed)
+        for memory in gone:
+            tx.delete(memory)
         # The folder's files are now in the database: an export to this folder may rewrite
         # them in canonical form (or remove them with their memory) without calling them
         # hand-edited, and a later import knows which copies are stale. No size and mtime
@@ -390,6 +404,7 @@ def import_memories(
                 if "/" not in item.path and item.path in results
                 for m in [results[item.path]]
             ],
+            forget,
         )
         report.run_id = tx.run_id if tx.events else None
     return report
@@ -474,6 +489,40 @@ def _since_last_export(
             )
         )
     return kept
+
+
+def _gone(
+    directory: Path,
+    records: dict[str, Any],
+    live: list[MemoryRecord],
+    report: ImportReport,
+    claimed: set[int],
+) -> tuple[list[MemoryRecord], list[str]]:
+    """The memories whose recorded file is gone from the folder and that did not change
+    since it was last read or written (one that did is kept, with a note), and the records
+    to forget. A memory still recorded in a file that is there, or that a file of this
+    import updates (a file renamed), stays."""
+    by_id = {m.id: m for m in live}
+    gone = {
+        name: record
+        for name, record in records.items()
+        if name != INDEX_FILE_NAME and "/" not in name and not os.path.lexists(directory / name)
+    }
+    present = {r.memory_id for name, r in records.items() if name not in gone}
+    memories = []
+    for name, record in sorted(gone.items()):
+        memory = by_id.get(record.memory_id)
+        if memory is None or memory.id in present or memory.id in claimed:
+            continue
+        if memory.version == record.memory_version:
+            memories.append(memory)
+            report.deleted.append(memory.name)
+        else:
+            report.notes.append(
+                f"{name}: removed from the folder, but its memory {memory.name!r} changed in "
+                "the database since: kept (an export writes it again)"
+            )
+    return memories, list(gone)
 
 
 def _plan(

@@ -151,6 +151,7 @@ def import_folder(
         folder.path,
         actor=ACTOR,
         top_level=True,
+        deletions=True,
         dry_run=dry_run,
         force=force,
         skip_invalid=skip_invalid,
