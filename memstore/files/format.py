@@ -19,7 +19,7 @@ from frontmatter.default_handlers import YAMLHandler
 
 from memstore.errors import InvalidMemory, UnreadableFile
 from memstore.limits import INDEX_DESCRIPTION_MAX_CHARS
-from memstore.storage.models import MemoryRecord, MemorySummary, MemoryType
+from memstore.storage.records import MemoryRecord, MemorySummary, MemoryType
 from memstore.storage.validation import normalize_newlines
 from memstore.text import shorten
 
@@ -288,22 +288,23 @@ def _json_safe(value: Any) -> Any:
     return convert(value)
 
 
-def render_index(entries: Iterable[MemorySummary]) -> str:
-    """MEMORY.md: one line per memory, preferences first, at most 200 lines and 25,000 bytes."""
+def render_index(entries: Iterable[MemorySummary], *, max_bytes: int = INDEX_MAX_BYTES) -> str:
+    """MEMORY.md: one line per memory, preferences first, at most 200 lines and 25,000 bytes
+    (`max_bytes` for a smaller room: Claude Code's hook context)."""
     ordered = sorted(entries, key=lambda e: (TYPE_ORDER.get(e.type, len(TYPE_ORDER)), e.name))
     lines = [index_line(entry) for entry in ordered]
-    if len(lines) <= INDEX_MAX_LINES and sum(len(x.encode()) for x in lines) <= INDEX_MAX_BYTES:
+    if len(lines) <= INDEX_MAX_LINES and sum(len(x.encode()) for x in lines) <= max_bytes:
         return "".join(lines)
     kept: list[str] = []
     size = 0
-    note_room = len(_omitted_note(len(lines)).encode())
+    note_room = len(_omitted_note(len(lines), max_bytes).encode())
     for line in lines:
         line_size = len(line.encode())
-        if len(kept) + 2 > INDEX_MAX_LINES or size + line_size + note_room > INDEX_MAX_BYTES:
+        if len(kept) + 2 > INDEX_MAX_LINES or size + line_size + note_room > max_bytes:
             break
         kept.append(line)
         size += line_size
-    return "".join(kept) + _omitted_note(len(lines) - len(kept))
+    return "".join(kept) + _omitted_note(len(lines) - len(kept), max_bytes)
 
 
 def index_line(entry: MemorySummary, file_name: str | None = None) -> str:
@@ -313,8 +314,8 @@ def index_line(entry: MemorySummary, file_name: str | None = None) -> str:
     return f"- [{entry.name}]({file_name or memory_file_name(entry.name)}) — {description}\n"
 
 
-def _omitted_note(count: int) -> str:
+def _omitted_note(count: int, max_bytes: int) -> str:
     return (
         f"> {count} more memories are not listed: this index is capped at {INDEX_MAX_LINES} "
-        f"lines and {INDEX_MAX_BYTES:,} bytes. Run `memctl list` to see them all.\n"
+        f"lines and {max_bytes:,} bytes. Run `memctl list` to see them all.\n"
     )

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from memstore.storage.models import MemoryRecord
+from memstore.storage.records import MemoryRecord
 
 log = logging.getLogger(__name__)
 
@@ -16,22 +16,31 @@ MEMORY_MAX_BYTES = 4_096
 BLOCK_MAX_BYTES = 16_384
 
 
-def memories_block(memories: Sequence[MemoryRecord], now: datetime | None = None) -> str:
+def memories_block(
+    memories: Sequence[MemoryRecord],
+    now: datetime | None = None,
+    *,
+    compact: bool = False,
+    memory_max_bytes: int = MEMORY_MAX_BYTES,
+    block_max_bytes: int = BLOCK_MAX_BYTES,
+) -> str:
     """The memories inside <relevant_memories>, as data: their text is escaped (as_data), so
-    a memory can neither close the wrapper nor open a tag of its own."""
+    a memory can neither close the wrapper nor open a tag of its own. Each is shown as its
+    file, or `compact`ly: a heading of name, type and description, then the body."""
     if not memories:
         return ""
     now = now or datetime.now(UTC)
+    render = _compact if compact else _rendered
     parts: list[str] = []
     size = 0
     for shown, memory in enumerate(memories):
-        part = _with_age(memory, now) + as_data(_cut(_rendered(memory), MEMORY_MAX_BYTES))
+        part = _with_age(memory, now) + as_data(_cut(render(memory), memory_max_bytes))
         part_size = len(part.encode())
-        if size + part_size > BLOCK_MAX_BYTES:
+        if size + part_size > block_max_bytes:
             left = len(memories) - shown
             parts.append(
                 f"[{left} more relevant memories left out: "
-                f"this block is capped at {BLOCK_MAX_BYTES:,} bytes]\n"
+                f"this block is capped at {block_max_bytes:,} bytes]\n"
             )
             break
         parts.append(part)
@@ -50,6 +59,11 @@ def _rendered(memory: MemoryRecord) -> str:
         log.warning("memory %r shown without its extra keys: %s", memory.name, type(error).__name__)
         head = f"name: {memory.name}\ndescription: {memory.description}\ntype: {memory.type}"
         return f"---\n{head}\n---\n{memory.body}\n"
+
+
+def _compact(memory: MemoryRecord) -> str:
+    """The memory without its file's frontmatter (nor the YAML it costs to write one)."""
+    return f"## {memory.name} ({memory.type}): {memory.description}\n{memory.body}\n"
 
 
 # Everything that reads as an angle bracket, not only < and > (fullwidth, small, CJK and

@@ -5,6 +5,9 @@ with a relevance floor that keeps one common word from dragging in unrelated mem
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Protocol
+
 from memstore.recall.terms import (
     index_terms,
     number_phrases,
@@ -12,7 +15,7 @@ from memstore.recall.terms import (
     with_equivalents,
 )
 from memstore.recall.tokens import index_tokens
-from memstore.storage.store import MemoryStore, SearchHit
+from memstore.storage.records import MemoryRecord, SearchHit
 
 # A phrase around a number is one term of many: it counts this many times.
 NUMBER_PHRASE_WEIGHT = 2
@@ -28,7 +31,14 @@ RERANK_CANDIDATES = 15
 COORDINATION = 0.5
 
 
-def keyword_recall(store: MemoryStore, text: str, limit: int = 5) -> list[SearchHit]:
+class RankedStore(Protocol):
+    """What keyword recall asks of a store: MemoryStore, and StoreReader (`memctl hook`)."""
+
+    def rank_ids(self, terms: list[str], limit: int) -> dict[int, float]: ...
+    def by_ids(self, ids: Sequence[int]) -> dict[int, MemoryRecord]: ...
+
+
+def keyword_recall(store: RankedStore, text: str, limit: int = 5) -> list[SearchHit]:
     """Memories ranked by bm25 over any of the text's terms and their equivalents, then by
     how many of the terms each one has, best first; none when even the best one shares
     too little with the text."""

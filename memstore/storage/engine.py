@@ -1,7 +1,8 @@
 """The SQLite engine: connection pragmas, write transactions, and migrate-on-open.
 
 Everything SQLite-specific about connections lives here, so that the models could move to
-another database without touching the store's logic.
+another database without touching the store's logic; the plain sqlite3 read-only connection,
+which `memctl hook` reads with and SQLAlchemy need not be imported for, is in reader.py.
 """
 
 from __future__ import annotations
@@ -22,14 +23,17 @@ from memstore.errors import (
     MemstoreError,
     NoDatabase,
     QueryFailed,
-    SchemaTooNew,
     StoreUnavailable,
 )
-from memstore.storage.schema_version import SCHEMA_HEAD, VERSION_TABLE
-from memstore.storage.search import segment
+from memstore.storage.reader import (
+    BUSY_TIMEOUT_MS,
+    check_revision,
+    connect_read_only,
+    register_functions,
+    schema_revision,
+)
+from memstore.storage.schema_version import SCHEMA_HEAD
 from memstore.storage.workspace import create_private_file, ensure_gitignore
-
-BUSY_TIMEOUT_MS = 15_000
 
 
 def _configure_connection(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
@@ -43,11 +47,6 @@ def _configure_connection(dbapi_connection: sqlite3.Connection, _record: Any) ->
     cursor.execute("PRAGMA foreign_keys = ON")
     cursor.close()
     register_functions(dbapi_connection)
-
-
-def register_functions(connection: sqlite3.Connection) -> None:
-    """SQL functions the schema relies on: the FTS triggers segment text with this one."""
-    connection.create_function("memstore_segment", 1, segment, deterministic=True)
 
 
 def _begin(connection: Any) -> None:
@@ -120,14 +119,8 @@ def dbapi_connection(engine: Engine) -> Iterator[sqlite3.Connection]:
 
 
 def stored_revision(engine: Engine) -> str | None:
-    with engine.connect() as connection:
-        table = connection.exec_driver_sql(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (VERSION_TABLE,)
-        ).first()
-        if table is None:
-            return None
-        row = connection.exec_driver_sql(f"SELECT version_num FROM {VERSION_TABLE}").first()
-        return None if row is None else str(row[0])
+    with dbapi_connection(engine) as connection:
+        return schema_revision(connection)
 
 
 def open_database(path: Path, *, create: bool = True) -> Engine:
@@ -195,30 +188,6 @@ def _writable(path: Path) -> bool:
     return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
 
 
-def _read_only_uri(path: Path) -> str:
-    uri = f"{path.resolve().as_uri()}?mode=ro"
-    # Reading a WAL database needs its -shm file. In a folder that cannot be written it
-    # cannot be created; with no -wal left (closed cleanly) the file alone is the whole
-    # database, which `immutable` reads without any lock or -shm.
-    wal = path.with_name(path.name + "-wal")
-    if not os.access(path.parent, os.W_OK) and not (wal.exists() and wal.stat().st_size > 0):
-        uri += "&immutable=1"
-    return uri
-
-
-def connect_read_only(path: Path) -> sqlite3.Connection:
-    """A DBAPI connection that cannot write (mode=ro, query_only), with our SQL functions."""
-    connection = sqlite3.connect(
-        _read_only_uri(path), uri=True, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False
-    )
-    connection.isolation_level = None
-    connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    connection.execute("PRAGMA query_only = ON")
-    connection.execute("PRAGMA foreign_keys = ON")
-    register_functions(connection)
-    return connection
-
-
 def _open_read_only(path: Path) -> Engine:
     """An engine that reads a database it cannot write; it must be up to date already."""
     engine = create_engine(
@@ -235,14 +204,13 @@ def _open_read_only(path: Path) -> Engine:
         if translated is error:
             raise
         raise translated from error
-    if revision != SCHEMA_HEAD:
-        engine.dispose()
-        if revision is not None and revision > SCHEMA_HEAD:
-            raise SchemaTooNew(str(path), revision)
-        raise StoreUnavailable(
-            f"cannot open database {path}: it was written by an older memstore and needs "
-            "upgrading, which needs write access (the file or its folder is read-only)"
+    try:
+        check_revision(
+            path, revision, "which needs write access (the file or its folder is read-only)"
         )
+    except MemstoreError:
+        engine.dispose()
+        raise
     return engine
 
 

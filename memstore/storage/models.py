@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, NamedTuple, cast
+from typing import Any, cast
 
 from sqlalchemy import JSON, Column, ForeignKey, Index, Integer, LargeBinary, Table, text
 from sqlmodel import Field, SQLModel
 
-
-class MemoryType(StrEnum):
-    USER = "user"
-    FEEDBACK = "feedback"
-    PROJECT = "project"
-    REFERENCE = "reference"
+# The values read from the store live apart from the tables (records.py), for readers that
+# must not import SQLAlchemy; they are importable from here as before.
+from memstore.storage.records import MemoryRecord as MemoryRecord
+from memstore.storage.records import MemorySummary as MemorySummary
+from memstore.storage.records import MemoryType as MemoryType
 
 
 class Operation(StrEnum):
@@ -146,40 +144,3 @@ memory_purge_table = cast(Table, SQLModel.metadata.tables["memory_purge"])
 memory_vector_table = cast(Table, SQLModel.metadata.tables["memory_vector"])
 # Deleted memories keep their row, for history and restore.
 LIVE = memory_table.c.deleted_at.is_(None)
-
-
-class MemorySummary(NamedTuple):
-    """What a listing or the index shows of a memory."""
-
-    name: str
-    type: str
-    description: str
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryRecord:
-    """A memory as read from the store: an immutable value, one row of `memory`."""
-
-    id: int
-    name: str
-    type: str
-    description: str
-    body: str
-    extra: dict[str, Any]
-    version: int
-    created_at: str
-    updated_at: str
-    deleted_at: str | None = None
-
-    def snapshot(self) -> dict[str, Any]:
-        """The values an event records as old/new."""
-        return {
-            "name": self.name,
-            "type": self.type,
-            "description": self.description,
-            "body": self.body,
-            "extra": self.extra,
-        }
-
-    def changed(self, **fields: Any) -> MemoryRecord:
-        return replace(self, **fields)

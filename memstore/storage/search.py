@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from collections.abc import Sequence
 from typing import Any
 
 # name, description, body: a word in the name or description says more than one in the body.
@@ -91,7 +92,7 @@ def match_expression(terms: list[str], *, any_term: bool = False) -> str:
 
 def ranked_matches(
     connection: sqlite3.Connection,
-    columns: list[str],
+    columns: Sequence[str],
     expression: str,
     limit: int,
     type: str | None = None,

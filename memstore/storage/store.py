@@ -3,12 +3,10 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -33,6 +31,8 @@ from memstore.storage.models import (
     memory_table,
     utc_now,
 )
+from memstore.storage.reader import live_records, live_summaries, record_from_row
+from memstore.storage.records import RECORD_COLUMNS, SearchHit
 from memstore.storage.search import (
     match_expression,
     ranked_ids,
@@ -41,29 +41,6 @@ from memstore.storage.search import (
 )
 from memstore.storage.transaction import WriteTransaction
 from memstore.storage.validation import check_type
-
-_COLUMNS = list(memory_table.c.keys())
-# For the DBAPI connection; only question marks are added to it, never values.
-_SELECT_LIVE = f"SELECT {', '.join(_COLUMNS)} FROM memory WHERE deleted_at IS NULL"
-
-
-def _raw_record(columns: list[str], values: Sequence[Any]) -> MemoryRecord:
-    """A memory from a row of the DBAPI connection (`extra` still JSON text)."""
-    fields = dict(zip(columns, values, strict=True))
-    fields["extra"] = json.loads(fields["extra"])
-    return MemoryRecord(**fields)
-
-
-@dataclass(frozen=True)
-class SearchHit:
-    memory: MemoryRecord
-    # bm25 relevance, higher is better.
-    score: float
-    # Keyword recall: the words of the text the memory has (an equivalent says which word
-    # it stands for).
-    matched: tuple[str, ...] = ()
-    # Semantic recall: the cosine similarity of the memory to the text.
-    similarity: float | None = None
 
 
 class PurgeReport(NamedTuple):
@@ -252,10 +229,10 @@ class MemoryStore:
     ) -> list[SearchHit]:
         """Hits for `expression`; for `fallback` when there are none."""
         with self._sqlite() as connection:
-            rows = ranked_matches(connection, _COLUMNS, expression, limit, type)
+            rows = ranked_matches(connection, RECORD_COLUMNS, expression, limit, type)
             if not rows and fallback is not None and fallback != expression:
-                rows = ranked_matches(connection, _COLUMNS, fallback, limit, type)
-        return [SearchHit(_raw_record(_COLUMNS, values), -float(score)) for *values, score in rows]
+                rows = ranked_matches(connection, RECORD_COLUMNS, fallback, limit, type)
+        return [SearchHit(record_from_row(values), -float(score)) for *values, score in rows]
 
     def rank_ids(self, terms: list[str], limit: int) -> dict[int, float]:
         """The bm25 score of the best `limit` live memories matching any of `terms`, by id."""
@@ -264,16 +241,8 @@ class MemoryStore:
 
     def by_ids(self, ids: Sequence[int]) -> dict[int, MemoryRecord]:
         """The live memories of these ids, by id."""
-        found: dict[int, MemoryRecord] = {}
         with self._sqlite() as connection:
-            # In chunks: SQLite limits the number of bound parameters in one statement.
-            for start in range(0, len(ids), 500):
-                chunk = tuple(ids[start : start + 500])
-                marks = ", ".join("?" * len(chunk))
-                rows = connection.execute(f"{_SELECT_LIVE} AND id IN ({marks})", chunk)
-                records = [_raw_record(_COLUMNS, values) for values in rows]
-                found.update((record.id, record) for record in records)
-        return found
+            return live_records(connection, ids)
 
     # -- semantic recall's vectors: derived data, like the FTS index, not history ------------
 
@@ -346,11 +315,5 @@ class MemoryStore:
         """Name, type and description of the live memories, by name: cheaper than memories()."""
         # On the DBAPI connection: the index goes into every chat turn's system prompt, and
         # SQLAlchemy's per-row processing took 9 ms of this at 1,000 memories (now 1 ms).
-        query = "SELECT name, type, description FROM memory WHERE deleted_at IS NULL"
-        parameters: tuple[str, ...] = ()
-        if type is not None:
-            query += " AND type = ?"
-            parameters = (check_type(type),)
         with self._sqlite() as connection:
-            rows = connection.execute(query + " ORDER BY name", parameters).fetchall()
-        return [MemorySummary(*row) for row in rows]
+            return live_summaries(connection, None if type is None else check_type(type))

@@ -12,7 +12,7 @@ import unicodedata
 
 from memstore.errors import InvalidMemory
 from memstore.limits import DESCRIPTION_MAX_CHARS
-from memstore.storage.models import MemoryType
+from memstore.storage.records import MemoryType
 
 NAME_PATTERN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 NAME_MAX_LENGTH = 64

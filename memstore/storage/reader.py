@@ -1,0 +1,161 @@
+"""Reading a memstore database on plain sqlite3, without SQLAlchemy: the read-only connection
+(`memctl sql` and a database that cannot be written use it too), the reads MemoryStore and
+StoreReader share, and StoreReader, the few reads `memctl hook` makes before every prompt
+(keyword recall's, and the index's), where importing the ORM would cost most of its time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from memstore.errors import NoDatabase, SchemaTooNew, StoreUnavailable
+from memstore.storage.records import RECORD_COLUMNS, MemoryRecord, MemorySummary
+from memstore.storage.schema_version import SCHEMA_HEAD, VERSION_TABLE
+from memstore.storage.search import match_expression, ranked_ids, segment
+
+BUSY_TIMEOUT_MS = 15_000
+# Only question marks are added to it, never values.
+_SELECT_LIVE = f"SELECT {', '.join(RECORD_COLUMNS)} FROM memory WHERE deleted_at IS NULL"
+# SQLite limits the number of bound parameters in one statement.
+_IDS_PER_QUERY = 500
+
+
+def register_functions(connection: sqlite3.Connection) -> None:
+    """SQL functions the schema relies on: the FTS triggers segment text with this one."""
+    connection.create_function("memstore_segment", 1, segment, deterministic=True)
+
+
+def connect_read_only(
+    path: Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS, leave_no_files: bool = False
+) -> sqlite3.Connection:
+    """A DBAPI connection that cannot write (mode=ro, query_only), with our SQL functions.
+    `leave_no_files`: create no -wal or -shm file beside the database either."""
+    connection = sqlite3.connect(
+        _read_only_uri(path, leave_no_files),
+        uri=True,
+        timeout=busy_timeout_ms / 1000,
+        check_same_thread=False,
+    )
+    connection.isolation_level = None
+    connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+    connection.execute("PRAGMA query_only = ON")
+    connection.execute("PRAGMA foreign_keys = ON")
+    register_functions(connection)
+    return connection
+
+
+def _read_only_uri(path: Path, leave_no_files: bool) -> str:
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    # Reading a WAL database needs its -shm file, which a read-only connection creates (and
+    # leaves) when it can, and cannot in a folder that cannot be written. With no -wal left
+    # (closed cleanly) the file alone is the whole database, which `immutable` reads without
+    # any lock or -shm.
+    wal = path.with_name(path.name + "-wal")
+    wal_is_empty = not (wal.exists() and wal.stat().st_size > 0)
+    if wal_is_empty and (leave_no_files or not os.access(path.parent, os.W_OK)):
+        uri += "&immutable=1"
+    return uri
+
+
+def schema_revision(connection: sqlite3.Connection) -> str | None:
+    """The schema revision a database records, None when it records none."""
+    table = connection.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (VERSION_TABLE,)
+    ).fetchone()
+    if table is None:
+        return None
+    row = connection.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchone()
+    return None if row is None else str(row[0])
+
+
+def check_revision(path: Path, revision: str | None, upgrade: str) -> None:
+    """Refuse a database this code cannot read as it is: SchemaTooNew for a newer schema,
+    StoreUnavailable for an older one (`upgrade` says how it gets upgraded)."""
+    if revision == SCHEMA_HEAD:
+        return
+    if revision is not None and revision > SCHEMA_HEAD:
+        raise SchemaTooNew(str(path), revision)
+    raise StoreUnavailable(
+        f"cannot open database {path}: it was written by an older memstore and needs"
+        f" upgrading, {upgrade}"
+    )
+
+
+def record_from_row(values: Sequence[Any]) -> MemoryRecord:
+    """A memory from a row of RECORD_COLUMNS read on the DBAPI connection (`extra` is JSON)."""
+    fields = dict(zip(RECORD_COLUMNS, values, strict=True))
+    fields["extra"] = json.loads(fields["extra"])
+    return MemoryRecord(**fields)
+
+
+def live_records(connection: sqlite3.Connection, ids: Sequence[int]) -> dict[int, MemoryRecord]:
+    """The live memories of these ids, by id."""
+    found: dict[int, MemoryRecord] = {}
+    for start in range(0, len(ids), _IDS_PER_QUERY):
+        chunk = tuple(ids[start : start + _IDS_PER_QUERY])
+        marks = ", ".join("?" * len(chunk))
+        rows = connection.execute(f"{_SELECT_LIVE} AND id IN ({marks})", chunk)
+        records = [record_from_row(values) for values in rows]
+        found.update((record.id, record) for record in records)
+    return found
+
+
+def live_summaries(connection: sqlite3.Connection, type: str | None = None) -> list[MemorySummary]:
+    """Name, type and description of the live memories (of one checked type), by name."""
+    query = "SELECT name, type, description FROM memory WHERE deleted_at IS NULL"
+    parameters: tuple[str, ...] = ()
+    if type is not None:
+        query += " AND type = ?"
+        parameters = (type,)
+    rows = connection.execute(query + " ORDER BY name", parameters).fetchall()
+    return [MemorySummary(*row) for row in rows]
+
+
+class StoreReader:
+    """What keyword recall and the index ask of a store, read without SQLAlchemy. The
+    database must exist (NoDatabase: nothing is created) and be up to date (StoreUnavailable,
+    SchemaTooNew); sqlite3.Error for what SQLite refuses. It is never written, and reading
+    it leaves no file behind."""
+
+    def __init__(self, path: Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise NoDatabase(str(self.path))
+        self._connection = connect_read_only(
+            self.path, busy_timeout_ms=busy_timeout_ms, leave_no_files=True
+        )
+        try:
+            check_revision(
+                self.path,
+                schema_revision(self._connection),
+                "which memctl does when it next opens it (memctl list, for one)",
+            )
+        except BaseException:
+            self._connection.close()
+            raise
+
+    def close(self) -> None:
+        self._connection.close()
+
+    def __enter__(self) -> StoreReader:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def rank_ids(self, terms: list[str], limit: int) -> dict[int, float]:
+        """The bm25 score of the best `limit` live memories matching any of `terms`, by id."""
+        return ranked_ids(self._connection, match_expression(terms, any_term=True), limit)
+
+    def by_ids(self, ids: Sequence[int]) -> dict[int, MemoryRecord]:
+        """The live memories of these ids, by id."""
+        return live_records(self._connection, ids)
+
+    def summaries(self) -> list[MemorySummary]:
+        """Name, type and description of the live memories, by name."""
+        return live_summaries(self._connection)
