@@ -173,6 +173,10 @@ class NoDatabase(MemstoreError):
         super().__init__(f"no database at {path}")
 
 
+class InvalidHookInput(MemstoreError):
+    """What `memctl hook` read on stdin is not a Claude Code hook's JSON it answers."""
+
+
 class DatabaseCorrupt(StoreUnavailable):
     """SQLite reports the database file as damaged (corrupted pages)."""
 

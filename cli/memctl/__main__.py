@@ -1,3 +1,3 @@
-from memctl.app import main
+from memctl.entry import main
 
 main()

@@ -1139,6 +1139,15 @@ def path() -> None:
     _err(f"workspace: {State.workspace.root} ({how}); database {exists}")
 
 
+@app.command()
+def hook() -> None:
+    """Answer a Claude Code hook: its JSON on stdin, the memories to add on stdout; nothing,
+    and exit 0, when anything goes wrong (see docs/integrations.md)."""
+    from memctl.hook import run
+
+    run(State.db if State.db_given else None)
+
+
 def main() -> None:
     logging.basicConfig(format="memctl: %(message)s", level=logging.WARNING)
     try:
