@@ -227,6 +227,31 @@ def test_resources_are_rendered_from_the_store(workspace: Path) -> None:
     run(workspace, scenario)
 
 
+def test_recall_chooses_as_memctl_recall_offline(workspace: Path, memctl: MemctlRunner) -> None:
+    texts = ["how do I run the tests?", "deploy to staging on friday", "nothing matches zebra"]
+
+    async def scenario(session: ClientSession) -> None:
+        for description, body in [
+            ("Run the tests with pytest -x", "Always `pytest -x` before a commit."),
+            ("Deploys go to staging first", "Never deploy on Fridays; staging, then production."),
+            ("Prefers tabs", "Indent with tabs."),
+        ]:
+            await _remember(session, type="project", description=description, body=body)
+        for text in texts:
+            recalled = _ok(await session.call_tool("recall", {"text": text}))
+            answer = memctl("recall", "--offline", "--json", text, cwd=workspace)
+            offline = json.loads(answer.stdout)
+            assert [m["name"] for m in recalled["memories"]] == [
+                m["name"] for m in offline["memories"]
+            ]
+            assert [m["matched"] for m in recalled["memories"]] == [
+                m["matched"] for m in offline["memories"]
+            ]
+        assert recalled["memories"] == [] and recalled["reason"]
+
+    run(workspace, scenario)
+
+
 HUGE = "x" * 200_000
 HOSTILE: list[tuple[str, dict[str, Any], str]] = [
     ("remember", {"type": "user", "description": "d", "body": "b", "name": "../evil"}, "name"),

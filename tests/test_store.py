@@ -259,3 +259,17 @@ def test_the_old_history_names_still_work_for_one_release(store: MemoryStore) ->
         assert [event.id for event in store.history("user-preference-tabs")] == events
     with pytest.warns(DeprecationWarning, match=r"store\.history\.verify"):
         assert store.verify_history() == store.history.verify()
+
+
+def test_find_identical_sees_live_memories_and_the_transactions_own(store: MemoryStore) -> None:
+    store.create("tabs", "user", "Tabs", "Indent with tabs.")
+    store.create("gone", "user", "Gone", "Deleted.")
+    store.delete("gone")
+    with store.transaction() as tx:
+        assert tx.find_identical("user", "Tabs", "Indent with tabs.") == tx.get("tabs")
+        assert tx.find_identical("project", "Tabs", "Indent with tabs.") is None
+        assert tx.find_identical("user", "Gone", "Deleted.") is None
+        fresh = tx.create("spaces", "user", "Spaces", "Indent with spaces.")
+        assert tx.find_identical("user", "Spaces", "Indent with spaces.") == fresh
+        tx.update(tx.get("tabs"), body="Indent with tabs, width 4.")
+        assert tx.find_identical("user", "Tabs", "Indent with tabs.") is None

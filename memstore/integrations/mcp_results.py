@@ -37,7 +37,7 @@ class RecallResult(BaseModel):
     path: str = Field(
         description="How the memories were chosen: keyword, keyword+semantic, or none."
     )
-    reason: str = Field(description="Why this path was taken, or why nothing was recalled.")
+    reason: str = Field(description="Why nothing was recalled, when nothing was; else empty.")
     memories: list[RecalledMemory] = Field(description="The memories to use, best first.")
 
 

@@ -37,11 +37,12 @@ from memstore.integrations.mcp_results import (
     ShownMemory,
 )
 from memstore.limits import DESCRIPTION_MAX_CHARS
-from memstore.recall.turn import recall
+from memstore.llm.messages import recent_user_text
+from memstore.recall.fusion import offline_recall
+from memstore.recall.turn import RecallPath
 from memstore.recall.vectors import SemanticIndex
 from memstore.storage.models import MemoryRecord, MemoryType
 from memstore.storage.search import search_terms
-from memstore.storage.transaction import WriteTransaction
 from memstore.storage.validation import (
     BODY_MAX_BYTES,
     NAME_MAX_LENGTH,
@@ -131,27 +132,28 @@ class MemoryTools:
         returns the few memories worth knowing (in full, best first), each with why it was
         chosen (the words it shares with the text, and its similarity in meaning when
         semantic recall is on); none when nothing is relevant."""
-        store = self.door.store
-        # Offline recall, as `memctl recall --offline`: the client has its own model.
-        chosen = recall(
-            [{"role": "user", "content": text}], limit, store=store, semantic=self.semantic
-        )
-        found = {name: memory for name in chosen.names if (memory := store.find(name))}
+        # Offline recall, as `memctl recall --offline` (the client has a model of its own),
+        # on the text as recall reads a message (its end when long); its hits carry the
+        # memories, which recall() would leave to be read again by name.
+        text = recent_user_text([{"role": "user", "content": text}])
+        if not text:
+            return RecallResult(path=RecallPath.NONE.value, reason="no text", memories=[])
+        hits, semantic_used = offline_recall(self.door.store, text, limit, semantic=self.semantic)
+        path = RecallPath.KEYWORD_AND_SEMANTIC if semantic_used else RecallPath.KEYWORD
         return RecallResult(
-            path=chosen.path.value,
-            reason=chosen.reason,
+            path=path.value,
+            reason="" if hits else "no memory is relevant enough",
             memories=[
                 RecalledMemory(
-                    name=name,
-                    type=found[name].type,
-                    description=found[name].description,
-                    body=found[name].body,
-                    score=chosen.scores.get(name, 0.0),
-                    matched=list(chosen.matched.get(name, ())),
-                    similarity=chosen.similarity.get(name),
+                    name=hit.memory.name,
+                    type=hit.memory.type,
+                    description=hit.memory.description,
+                    body=hit.memory.body,
+                    score=hit.score,
+                    matched=list(hit.matched),
+                    similarity=hit.similarity,
                 )
-                for name in chosen.names
-                if name in found
+                for hit in hits
             ],
         )
 
@@ -257,7 +259,7 @@ class MemoryTools:
         description, body = check_description(description), check_body(body)
         base = check_name(name) if name is not None else _name_for(description)
         with self.door.change(_command("remember", ctx)) as tx:
-            twin = _identical(tx, type, description, body)
+            twin = tx.find_identical(type, description, body)
             if twin is not None:
                 return _unchanged(twin, f"already remembered as {twin.name}; nothing saved")
             used = tx.free_name(base)
@@ -352,14 +354,6 @@ class MemoryTools:
 
 def _name_for(description: str) -> str:
     return name_from_text(" ".join(description.split()[:NAME_WORDS]))
-
-
-def _identical(tx: WriteTransaction, type: str, description: str, body: str) -> MemoryRecord | None:
-    """A live memory that says exactly this already (fields as the store keeps them)."""
-    return next(
-        (m for m in tx.memories() if (m.type, m.description, m.body) == (type, description, body)),
-        None,
-    )
 
 
 def _unchanged(memory: MemoryRecord, note: str) -> ChangeResult:

@@ -119,6 +119,21 @@ class WriteTransaction:
             candidate = with_suffix(name, number)
         return candidate
 
+    def find_identical(self, type: str, description: str, body: str) -> MemoryRecord | None:
+        """A live memory whose type, description and body are exactly these (as stored)."""
+        fresh = (m for m in self._changed.values() if m.deleted_at is None)
+        same = (type, description, body)
+        found = next((m for m in fresh if (m.type, m.description, m.body) == same), None)
+        if found is not None:
+            return found
+        columns = memory_table.c
+        rows = self.connection.execute(
+            select(memory_table).where(
+                LIVE, columns.type == type, columns.description == description, columns.body == body
+            )
+        ).mappings()
+        return next((MemoryRecord(**r) for r in rows if r["id"] not in self._changed), None)
+
     def memories(self) -> list[MemoryRecord]:
         """The live memories as this transaction leaves them: stored ones by name, then new."""
         rows = self.connection.execute(
