@@ -336,6 +336,7 @@ def test_malformed_messages_are_answered_and_the_server_lives_on(workspace: Path
             }
         ),
     ]
+    MemoryStore(workspace / ".memory" / "memstore.db").close()
     # stdin stays open until the last reply: at end of input the server cancels what runs.
     server = subprocess.Popen(
         [MEMCTL, "mcp"],
@@ -365,6 +366,25 @@ def test_malformed_messages_are_answered_and_the_server_lives_on(workspace: Path
     assert replies[6]["result"]["structuredContent"] == {"memories": [], "count": 0}
     with _store(workspace) as store:
         assert store.history.runs() == []
+
+
+def test_reading_creates_no_database_and_remember_does(tmp_path: Path) -> None:
+    async def scenario(session: ClientSession) -> None:
+        for tool, arguments in [
+            ("list", {}),
+            ("recall", {"text": "tabs"}),
+            ("show", {"name": "a"}),
+        ]:
+            text = _error(await session.call_tool(tool, arguments))
+            assert "no memory here yet" in text and "remember" in text
+        (index,) = (await session.read_resource("memstore://index")).contents
+        assert "name" not in index.text  # type: ignore[union-attr]
+        assert not (tmp_path / ".memory").exists()
+        await _remember(session, type="user", description="Likes tabs", body="Tabs.")
+        assert _ok(await session.call_tool("list", {}))["count"] == 1
+
+    run(tmp_path, scenario)
+    assert (tmp_path / ".memory" / "likes-tabs.md").is_file()
 
 
 def test_the_database_given_by_db_or_the_environment(tmp_path: Path) -> None:

@@ -40,15 +40,17 @@ class Door:
         db: Path | None = None,
         start: Path | None = None,
         settings: Settings | None = None,
+        create: bool = True,
     ) -> Door:
         """The store of the workspace memctl would use from `start` (the current folder), or
-        the database `db` (by default MEMSTORE_DB); created when there is none yet."""
+        the database `db` (by default MEMSTORE_DB); created when there is none yet, unless
+        `create` is false (then NoDatabase)."""
         settings = settings if settings is not None else Settings.from_environment()
         given = db if db is not None else settings.db
         database, workspace = locate(
             given, start if start is not None else Path.cwd(), settings.ceiling_directories
         )
-        store = MemoryStore(database, actor=actor, command=actor)
+        store = MemoryStore(database, actor=actor, command=actor, create=create)
         return cls(store, workspace, actor)
 
     def close(self) -> None:

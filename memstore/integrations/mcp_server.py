@@ -11,7 +11,7 @@ tool's input schema and checked before any work; every failure is a tool error i
 
 from __future__ import annotations
 
-import logging
+import contextlib
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,7 +20,7 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import Field, ValidationError
 
-from memstore.errors import MemstoreError
+from memstore.errors import MemstoreError, NoDatabase
 from memstore.files.format import INDEX_FILE_NAME, render_index, render_memory_file
 from memstore.integrations.door import Door
 from memstore.integrations.mcp_results import (
@@ -43,6 +43,7 @@ from memstore.recall.turn import RecallPath
 from memstore.recall.vectors import SemanticIndex
 from memstore.storage.models import MemoryRecord, MemoryType
 from memstore.storage.search import search_terms
+from memstore.storage.store import MemoryStore
 from memstore.storage.validation import (
     BODY_MAX_BYTES,
     NAME_MAX_LENGTH,
@@ -51,8 +52,6 @@ from memstore.storage.validation import (
     check_name,
     name_from_text,
 )
-
-log = logging.getLogger(__name__)
 
 ACTOR = "mcp"
 # Caps on the arguments a client sends, checked before any work. A field of a memory is
@@ -103,12 +102,36 @@ Kind = Annotated[
 
 
 class MemoryTools:
-    """The tools and resources of one server, over one Door onto the workspace's store."""
+    """The tools and resources of one server, over one Door onto the workspace's store (or
+    `db`). Reading creates no database, as memctl's reading commands do not: a server added
+    for every project leaves no `.memory/` where nothing was remembered."""
 
-    def __init__(self, door: Door) -> None:
-        self.door = door
-        # Kept for the server's life: it holds the vectors of semantic recall in memory.
-        self.semantic = SemanticIndex(door.store)
+    def __init__(self, db: Path | None = None) -> None:
+        self.db = db
+        self._door: Door | None = None
+        self._semantic: SemanticIndex | None = None
+
+    def open(self, *, create: bool) -> Door:
+        """The door, opened on first use; NoDatabase when there is none and not `create`."""
+        if self._door is None:
+            self._door = Door.open(ACTOR, db=self.db, create=create)
+            # Kept for the server's life: it holds the vectors of semantic recall in memory.
+            self._semantic = SemanticIndex(self._door.store)
+        return self._door
+
+    def open_existing(self) -> None:
+        """Open the database now if there is one, so that one which cannot be opened fails
+        at start-up, in one line."""
+        with contextlib.suppress(NoDatabase):
+            self.open(create=False)
+
+    def close(self) -> None:
+        if self._door is not None:
+            self._door.close()
+
+    @property
+    def store(self) -> MemoryStore:
+        return self.open(create=False).store
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -138,7 +161,7 @@ class MemoryTools:
         text = recent_user_text([{"role": "user", "content": text}])
         if not text:
             return RecallResult(path=RecallPath.NONE.value, reason="no text", memories=[])
-        hits, semantic_used = offline_recall(self.door.store, text, limit, semantic=self.semantic)
+        hits, semantic_used = offline_recall(self.store, text, limit, semantic=self._semantic)
         path = RecallPath.KEYWORD_AND_SEMANTIC if semantic_used else RecallPath.KEYWORD
         return RecallResult(
             path=path.value,
@@ -177,7 +200,7 @@ class MemoryTools:
             return SearchResult(
                 hits=[], note=f"no searchable words in {query!r}: common words are not searched"
             )
-        hits = self.door.store.search(query, limit, type)
+        hits = self.store.search(query, limit, type)
         return SearchResult(
             hits=[
                 SearchHitResult(
@@ -194,7 +217,7 @@ class MemoryTools:
     async def show(self, name: Name) -> ShownMemory:
         """One memory in full: its fields, its version (give it to `update` to make sure
         nobody changed it meanwhile) and its canonical file text (.memory/<name>.md)."""
-        return ShownMemory.of_record(self.door.store.get(check_name(name)))
+        return ShownMemory.of_record(self.store.get(check_name(name)))
 
     async def list_memories(
         self,
@@ -202,7 +225,7 @@ class MemoryTools:
     ) -> ListResult:
         """Every memory's name, type and one-line description, by name (the MEMORY.md index
         as data). Use it to see what is remembered; `show` reads one in full."""
-        summaries = self.door.store.summaries(type)
+        summaries = self.store.summaries(type)
         return ListResult(
             memories=[MemoryListing.of(summary) for summary in summaries], count=len(summaries)
         )
@@ -224,7 +247,7 @@ class MemoryTools:
         it, when, in which run, which fields changed), oldest first. Without: the latest
         runs (commands, chat turns, MCP calls) with what each changed. Use it when asked who
         changed a memory or what changed recently."""
-        history = self.door.store.history
+        history = self.store.history
         if name is None:
             return HistoryResult(events=[], runs=[RunResult.of(r) for r in history.runs(limit)])
         events = history.events(check_name(name), limit)
@@ -258,7 +281,7 @@ class MemoryTools:
         not saved twice. To change a memory, use `update`."""
         description, body = check_description(description), check_body(body)
         base = check_name(name) if name is not None else _name_for(description)
-        with self.door.change(_command("remember", ctx)) as tx:
+        with self.open(create=True).change(_command("remember", ctx)) as tx:
             twin = tx.find_identical(type, description, body)
             if twin is not None:
                 return _unchanged(twin, f"already remembered as {twin.name}; nothing saved")
@@ -307,7 +330,7 @@ class MemoryTools:
         }
         if all(value is None for value in fields.values()):
             raise ToolError("nothing to change: give new_name, type, description or body")
-        with self.door.change(_command("update", ctx)) as tx:
+        with self.open(create=True).change(_command("update", ctx)) as tx:
             memory = tx.get(check_name(name))
             if expected_version is not None and memory.version != expected_version:
                 raise ToolError(
@@ -324,7 +347,7 @@ class MemoryTools:
         """Forget a memory that is wrong or that the user wants gone. It leaves the index
         and recall at once; it stays in the history, and a person can bring it back with
         `memctl restore <name>`."""
-        with self.door.change(_command("forget", ctx)) as tx:
+        with self.open(create=True).change(_command("forget", ctx)) as tx:
             memory = tx.delete(tx.get(check_name(name)))
             run_id = tx.run_id
         result = self._changed(memory, run_id, f"forgot {name} (memctl restore {name})")
@@ -332,8 +355,9 @@ class MemoryTools:
         return result
 
     def _changed(self, memory: MemoryRecord, run_id: str, note: str) -> ChangeResult:
-        if self.door.export_failure is not None:
-            note += f"; .memory/ was not rewritten: {self.door.export_failure}"
+        failure = self.open(create=True).export_failure
+        if failure is not None:
+            note += f"; .memory/ was not rewritten: {failure}"
         return ChangeResult(
             name=memory.name, changed=True, version=memory.version, run_id=run_id, note=note
         )
@@ -342,12 +366,15 @@ class MemoryTools:
 
     async def index(self) -> str:
         """The MEMORY.md index: one line per memory, name and description."""
-        return render_index(self.door.store.summaries())
+        try:
+            return render_index(self.store.summaries())
+        except NoDatabase:
+            return render_index([])
 
     async def memory_file(self, name: str) -> str:
         """A memory's canonical file text (.memory/<name>.md)."""
         try:
-            return render_memory_file(self.door.store.get(check_name(name)))
+            return render_memory_file(self.store.get(check_name(name)))
         except MemstoreError as error:
             raise ResourceNotFoundError(str(error)) from None
 
@@ -385,6 +412,10 @@ class _Server(MCPServer):
             cause = error.__cause__
             if isinstance(cause, ValidationError):
                 raise ToolError(f"{name}: invalid arguments: {_problems(cause)}") from None
+            if isinstance(cause, NoDatabase):
+                raise ToolError(
+                    f"{name}: no memory here yet ({cause}); `remember` creates it"
+                ) from None
             if isinstance(cause, MemstoreError):
                 raise ToolError(f"{name}: {cause}") from None
             raise
@@ -401,10 +432,9 @@ def _problems(error: ValidationError) -> str:
 READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 
-def build_server(door: Door, version: str = "") -> MCPServer:
-    """The MCP server of `door`'s store, its tools and resources registered; `version` is
-    what it tells clients it is (memstore's, which this layer may not import)."""
-    tools = MemoryTools(door)
+def build_server(tools: MemoryTools, version: str = "") -> MCPServer:
+    """The MCP server of these tools and resources; `version` is what it tells clients it
+    is (memstore's, which this layer may not import)."""
     server = _Server(
         "memstore",
         version=version,
@@ -426,5 +456,9 @@ def build_server(door: Door, version: str = "") -> MCPServer:
 
 def serve(db: Path | None = None, version: str = "") -> None:
     """Serve the store memctl would use here (or `db`) over stdio until the client leaves."""
-    with Door.open(ACTOR, db=db) as door:
-        build_server(door, version).run("stdio")
+    tools = MemoryTools(db)
+    try:
+        tools.open_existing()
+        build_server(tools, version).run("stdio")
+    finally:
+        tools.close()
