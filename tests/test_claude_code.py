@@ -223,6 +223,7 @@ def test_import_edit_write_back_and_import_again(
 
     again = run("claude", "import")
     assert again.returncode == 0, again.stderr
+    assert "feedback_testing.md" not in again.stderr  # its repairs were said the first time
     found = memories(run)
     assert set(found) == {"deploy-fridays", "feedback-testing", "release-train", "user-role"}
     assert found["user-role"]["body"] == "The user is a data engineer who knows SQL and dbt well."

@@ -357,7 +357,6 @@ def import_memories(
     if problems and not skip_invalid:
         raise ImportRejected(problems)
     report = ImportReport(problems=problems, dry_run=dry_run)
-    report.notes = [f"{item.path}: {note}" for item in items for note in item.notes]
     key = folder_key(Path(directory), store.path)
     legacy = legacy_key(Path(directory))
     if dry_run:
@@ -488,6 +487,8 @@ def _since_last_export(
                 "'memctl export --force', or redo the edit with 'memctl edit'",
             )
         )
+    # Repairs are said of the files imported: one unchanged since was reported when it was.
+    report.notes[:0] = [f"{item.path}: {note}" for item in kept for note in item.notes]
     return kept
 
 
