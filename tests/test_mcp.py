@@ -368,12 +368,14 @@ def test_malformed_messages_are_answered_and_the_server_lives_on(workspace: Path
         assert store.history.runs() == []
 
 
-def test_reading_creates_no_database_and_remember_does(tmp_path: Path) -> None:
+def test_only_remember_creates_the_database(tmp_path: Path) -> None:
     async def scenario(session: ClientSession) -> None:
         for tool, arguments in [
             ("list", {}),
             ("recall", {"text": "tabs"}),
             ("show", {"name": "a"}),
+            ("update", {"name": "a", "body": "b"}),
+            ("forget", {"name": "a"}),
         ]:
             text = _error(await session.call_tool(tool, arguments))
             assert "no memory here yet" in text and "remember" in text

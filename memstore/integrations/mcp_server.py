@@ -330,7 +330,7 @@ class MemoryTools:
         }
         if all(value is None for value in fields.values()):
             raise ToolError("nothing to change: give new_name, type, description or body")
-        with self.open(create=True).change(_command("update", ctx)) as tx:
+        with self.open(create=False).change(_command("update", ctx)) as tx:
             memory = tx.get(check_name(name))
             if expected_version is not None and memory.version != expected_version:
                 raise ToolError(
@@ -347,7 +347,7 @@ class MemoryTools:
         """Forget a memory that is wrong or that the user wants gone. It leaves the index
         and recall at once; it stays in the history, and a person can bring it back with
         `memctl restore <name>`."""
-        with self.open(create=True).change(_command("forget", ctx)) as tx:
+        with self.open(create=False).change(_command("forget", ctx)) as tx:
             memory = tx.delete(tx.get(check_name(name)))
             run_id = tx.run_id
         result = self._changed(memory, run_id, f"forgot {name} (memctl restore {name})")
@@ -355,7 +355,7 @@ class MemoryTools:
         return result
 
     def _changed(self, memory: MemoryRecord, run_id: str, note: str) -> ChangeResult:
-        failure = self.open(create=True).export_failure
+        failure = self.open(create=False).export_failure
         if failure is not None:
             note += f"; .memory/ was not rewritten: {failure}"
         return ChangeResult(
