@@ -165,6 +165,8 @@ def test_each_tool_changes_the_store_as_one_audited_run_of_the_client(workspace:
         assert [hit["name"] for hit in found["hits"]] == [other["name"]]
         listed = _ok(await session.call_tool("list", {"type": "feedback"}))
         assert (listed["count"], listed["memories"][0]["name"]) == (1, made["name"])
+        first = _ok(await session.call_tool("list", {"limit": 1}))
+        assert (first["count"], len(first["memories"])) == (2, 1)
         shown = _ok(await session.call_tool("show", {"name": made["name"]}))
         assert shown["text"] == exported.read_text()
         recalled = _ok(await session.call_tool("recall", {"text": "Should I run pytest now?"}))

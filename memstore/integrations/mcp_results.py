@@ -72,8 +72,8 @@ class ShownMemory(MemoryListing):
 
 
 class ListResult(BaseModel):
-    memories: list[MemoryListing] = Field(description="The memories, by name.")
-    count: int = Field(description="How many there are.")
+    memories: list[MemoryListing] = Field(description="The memories, by name (at most `limit`).")
+    count: int = Field(description="How many memories there are (of the type, if given).")
 
 
 class ChangeResult(BaseModel):

@@ -21,7 +21,12 @@ from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from memstore.errors import MemstoreError, NoDatabase
-from memstore.files.format import INDEX_FILE_NAME, render_index, render_memory_file
+from memstore.files.format import (
+    INDEX_FILE_NAME,
+    INDEX_MAX_LINES,
+    render_index,
+    render_memory_file,
+)
 from memstore.integrations.door import Door
 from memstore.integrations.mcp_results import (
     ChangeResult,
@@ -61,6 +66,8 @@ QUERY_MAX_CHARS = 1_000
 RECALL_MAX_MEMORIES = 20
 SEARCH_MAX_HITS = 50
 HISTORY_MAX_ENTRIES = 200
+# A listing as long as a client's context can take; by default the index's length.
+LIST_MAX_MEMORIES = 1_000
 # A client's name and version go into each run's command: untrusted text, kept short.
 CLIENT_LABEL_MAX_CHARS = 80
 # An unnamed memory is named after this many first words of its description.
@@ -222,12 +229,18 @@ class MemoryTools:
     async def list_memories(
         self,
         type: Annotated[MemoryType | None, Field(description="Only memories of this type.")] = None,
+        limit: Annotated[
+            int,
+            Field(description="At most this many, the first by name.", ge=1, le=LIST_MAX_MEMORIES),
+        ] = INDEX_MAX_LINES,
     ) -> ListResult:
-        """Every memory's name, type and one-line description, by name (the MEMORY.md index
-        as data). Use it to see what is remembered; `show` reads one in full."""
+        """The memories' names, types and one-line descriptions, by name (the MEMORY.md index
+        as data), and how many there are. Use it to see what is remembered; `search` finds
+        one among many, `show` reads one in full."""
         summaries = self.store.summaries(type)
         return ListResult(
-            memories=[MemoryListing.of(summary) for summary in summaries], count=len(summaries)
+            memories=[MemoryListing.of(summary) for summary in summaries[:limit]],
+            count=len(summaries),
         )
 
     async def history(
