@@ -357,7 +357,7 @@ def bench_semantic_latency(sizes: list[int]) -> None:
 # -- ablation: each rule and word list of keyword recall off (or changed), for this run only -
 
 TUNING_SETS = ("recall_dev", "locomo_dev")
-HELD_OUT_SETS = ("recall_holdout",)
+HELD_OUT_SETS = ("recall_holdout", "recall_holdout_b")
 
 
 def set_root(name: str) -> Path:
@@ -439,28 +439,39 @@ VARIANTS: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
 
 def bench_ablation(names: list[str], metric: str) -> None:
     """`metric` (R@5, MRR...) of the keyword path on each set with each variant: per language
-    on the bilingual sets, with the no-answer turns left empty; and hit@5 on LoCoMo."""
+    on recall_dev and on the held-out sets pooled, with the no-answer turns left empty; each
+    held-out set alone; and hit@5 on LoCoMo."""
     sets = [name for name in names if set_root(name).exists()]
-    held = ", ".join(HELD_OUT_SETS)
-    print(f"\n== ablation, keyword path (tuning: {', '.join(TUNING_SETS)}; held out: {held})")
-    header = "".join(ablation_header(name, metric) for name in sets)
-    print(f"  {'variant':22}{header}")
+    held = [name for name in sets if name in HELD_OUT_SETS]
+    print(f"\n== ablation, keyword path (tuning: {', '.join(TUNING_SETS)}; held out: "
+          f"{', '.join(held)}, pooled and alone)")  # fmt: skip
+    header = [f"  {'locomo_dev ' + metric:>14} hit@5"] if "locomo_dev" in sets else []
+    header = [bilingual_header("recall_dev", metric)] * ("recall_dev" in sets) + header
+    header += [bilingual_header("held out", metric)] + [f"  {name:>16}" for name in held]
+    print(f"  {'variant':22}" + "".join(header))
     for label, variant in VARIANTS.items():
         with variant():
-            cells = [ablation_cells(name, metric) for name in sets]
+            rows = {name: keyword_rows(name) for name in sets}
+        cells = [bilingual_cells(rows["recall_dev"], metric)] if "recall_dev" in rows else []
+        if "locomo_dev" in rows:
+            locomo = rows["locomo_dev"]
+            cells.append(
+                f"  {cell(mean_score(locomo, metric)):>14} {cell(mean_score(locomo, 'hit@5'))}"
+            )
+        cells.append(bilingual_cells([row for name in held for row in rows[name]], metric))
+        cells += [f"  {cell(mean_score(rows[name], metric)):>16}" for name in held]
         print(f"  {label:22}" + "".join(cells), flush=True)
 
 
-def ablation_header(name: str, metric: str) -> str:
-    if name == "locomo_dev":
-        return f"  {'locomo_dev ' + metric:>14} hit@5"
+def keyword_rows(name: str) -> Rows:
+    return score_set(set_stores(set_root(name)), {"memstore": memstore_keyword})["memstore"]
+
+
+def bilingual_header(name: str, metric: str) -> str:
     return f"  {name + f' {metric} all/en/zh+mix':>29}  empty"
 
 
-def ablation_cells(name: str, metric: str) -> str:
-    rows = score_set(set_stores(set_root(name)), {"memstore": memstore_keyword})["memstore"]
-    if name == "locomo_dev":
-        return f"  {cell(mean_score(rows, metric)):>14} {cell(mean_score(rows, 'hit@5'))}"
+def bilingual_cells(rows: Rows, metric: str) -> str:
     slices = by_language(rows)
     figures = "/".join(cell(mean_score(slices[lang], metric)) for lang in ("all", "en", "zh+mixed"))
     empty = empty_share(rows)
@@ -495,10 +506,14 @@ def main() -> None:
             print(f"\n== {label}: not found at {set_root(name)}")
             continue
         results[name] = run_set(label, set_stores(set_root(name)), args.per_query == name)
-    if "recall_holdout" in results:
-        print_side_by_side(
-            results.get("recall_dev", {}), results["recall_holdout"], "recall_dev | recall_holdout"
-        )
+    held = [results[name] for name in HELD_OUT_SETS if name in results]
+    for name in HELD_OUT_SETS:
+        if name in results:
+            print_side_by_side(results.get("recall_dev", {}), results[name], f"recall_dev | {name}")
+    if len(held) > 1:
+        pooled = {method: [row for rows in held for row in rows[method]] for method in METHODS}
+        both = " + ".join(name for name in HELD_OUT_SETS if name in results)
+        print_side_by_side(results.get("recall_dev", {}), pooled, f"recall_dev | {both}")
     if "locomo_dev" in results:
         print("  locomo_dev: tuning only here (its other five conversations are held out")
         print("  by the issue's authors, not in this repository)")
