@@ -22,6 +22,7 @@ import contextlib
 import json
 import random
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -35,7 +36,7 @@ from memstore.recall.fusion import offline_recall
 from memstore.recall.keyword import keyword_recall
 from memstore.recall.model_files import MODEL_NAME
 from memstore.recall.vectors import SemanticIndex, SemanticModel
-from memstore.storage import engine, search
+from memstore.storage import search
 from memstore.storage.search import search_terms
 from memstore.storage.store import MemoryStore
 
@@ -368,6 +369,9 @@ def set_root(name: str) -> Path:
 def patched(*changes: tuple[Any, str, Any]) -> Iterator[None]:
     """Each (module, attribute, value) set for the block, and the caches that hold what the
     old values made (the lexicon, the tokens of texts) emptied before and after it."""
+    for module, name, _ in changes:
+        if not hasattr(module, name):  # moved in memstore: this variant would change nothing
+            raise AttributeError(f"{module.__name__}.{name} is gone: update VARIANTS")
     old = [(module, name, getattr(module, name)) for module, name, _ in changes]
     for module, name, value in changes:
         setattr(module, name, value)
@@ -394,12 +398,17 @@ def without_list(name: str) -> contextlib.AbstractContextManager[None]:
 
 def han_segmentation(split: Callable[[str], str]) -> contextlib.AbstractContextManager[None]:
     """Han runs segmented by `split` instead of bigrams, in the index and in the queries
-    alike (each module that took `segment` by name)."""
+    alike (in each module that took `segment` by name, the one registering it in SQLite too)."""
 
     def segment(text: str) -> str:
         return text if text.isascii() else search._HAN_RUN.sub(lambda m: split(m.group()), text)
 
-    return patched(*((module, "segment", segment) for module in (search, engine, tokens, lexicon)))
+    holders = [
+        module
+        for name, module in sys.modules.items()
+        if name.startswith("memstore.") and getattr(module, "segment", None) is search.segment
+    ]
+    return patched(*((module, "segment", segment) for module in holders))
 
 
 def bm25_weights(weights: tuple[float, ...]) -> contextlib.AbstractContextManager[None]:
