@@ -254,6 +254,20 @@ def test_recall_chooses_as_memctl_recall_offline(workspace: Path, memctl: Memctl
     run(workspace, scenario)
 
 
+def test_a_hand_edit_in_memory_folder_is_kept_and_the_result_says_so(workspace: Path) -> None:
+    async def scenario(session: ClientSession) -> None:
+        await _remember(session, type="user", name="tabs", description="Tabs", body="Tabs.")
+        edited = workspace / ".memory" / "tabs.md"
+        edited.write_text(edited.read_text().replace("Tabs.", "Tabs, width 8 (by hand)."))
+        made = await _remember(session, type="user", description="Likes dark mode", body="Dark.")
+        assert made["changed"] and ".memory/ was not rewritten" in made["note"]
+        assert "(by hand)" in edited.read_text()
+        with _store(workspace) as store:
+            assert store.get("likes-dark-mode").body == "Dark."
+
+    run(workspace, scenario)
+
+
 HUGE = "x" * 200_000
 HOSTILE: list[tuple[str, dict[str, Any], str]] = [
     ("remember", {"type": "user", "description": "d", "body": "b", "name": "../evil"}, "name"),
