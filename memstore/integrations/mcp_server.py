@@ -17,6 +17,7 @@ from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import Field, ValidationError
 
@@ -419,6 +420,7 @@ class _Server(MCPServer):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context | None = None
     ) -> CallToolResult | InputRequiredResult:
+        _refuse_unknown_arguments(self._tool_manager.get_tool(name), arguments)
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as error:
@@ -432,6 +434,20 @@ class _Server(MCPServer):
             if isinstance(cause, MemstoreError):
                 raise ToolError(f"{name}: {cause}") from None
             raise
+
+
+def _refuse_unknown_arguments(tool: Tool | None, arguments: dict[str, Any]) -> None:
+    """An argument the tool does not take is refused, not dropped (as pydantic would): a
+    model that wrote `version` for `expected_version` would think its update was checked."""
+    if tool is None:
+        return
+    known = tool.parameters.get("properties", {})
+    unknown = sorted(key for key in arguments if key not in known)
+    if unknown:
+        raise ToolError(
+            f"{tool.name}: unknown argument {', '.join(repr(key[:40]) for key in unknown[:5])}"
+            f" (it takes {', '.join(known)})"
+        )
 
 
 def _problems(error: ValidationError) -> str:
