@@ -285,6 +285,8 @@ HOSTILE: list[tuple[str, dict[str, Any], str]] = [
     ("update", {"name": "tabs"}, "nothing to change"),
     ("update", {"name": "nothere", "body": "b"}, "no memory named"),
     ("update", {"name": "tabs", "body": "b", "expected_version": 7}, "changed since"),
+    ("update", {"name": "tabs", "body": "b", "version": 1}, "unknown argument 'version'"),
+    ("remember", {"type": "user", "description": "d", "body": "b", "x" * 10**5: 1}, "unknown"),
     ("forget", {"name": "../../etc/passwd"}, "name"),
     ("forget", {"name": "nothere"}, "no memory named"),
     ("show", {"name": "/etc/passwd"}, "name"),
@@ -436,4 +438,4 @@ def test_without_the_extra_memctl_mcp_says_how_to_install_it(memctl: MemctlRunne
     assert completed.returncode == 1
     assert completed.stdout == ""
     (line,) = completed.stderr.splitlines()
-    assert "pip install 'agent-memstore[mcp]'" in line and "pipx" in line
+    assert "pip install '.[mcp]'" in line and "pipx inject agent-memstore" in line

@@ -1110,9 +1110,11 @@ def sql(
         _err(f"stopped after {max_rows} rows: --max-rows N for more, 0 for all")
 
 
+# From a clone, as the README installs memctl (agent-memstore is not on PyPI).
 MCP_EXTRA_HELP = (
-    "memctl mcp needs the MCP SDK: pip install 'agent-memstore[mcp]' (with pipx: pipx install"
-    " --force 'agent-memstore[mcp]'; with uv: uv tool install --force 'agent-memstore[mcp]')"
+    "memctl mcp needs the MCP SDK, memctl's mcp extra: in memstore's clone, pip install"
+    " '.[mcp]' (pipx: pipx inject agent-memstore 'mcp>=2.3'; uv: uv tool install --force"
+    " '.[mcp]'); see docs/integrations.md"
 )
 
 
