@@ -199,6 +199,7 @@ def test_the_lexicon_is_built_once_for_threads_that_ask_together(
         return build()
 
     monkeypatch.setattr(module, "_loaded", None)
+    monkeypatch.setattr(module, "_stored", lambda: None)  # as when the lists changed
     monkeypatch.setattr(module, "_build", counted)
     got: list[module.Lexicon] = []
     threads = [threading.Thread(target=lambda: got.append(lexicon())) for _ in range(8)]
@@ -207,6 +208,21 @@ def test_the_lexicon_is_built_once_for_threads_that_ask_together(
     for thread in threads:
         thread.join()
     assert len(builds) == 1 and all(one is got[0] for one in got)
+
+
+def test_the_stored_lexicon_is_what_building_gives() -> None:
+    import memstore.recall.lexicon as module
+
+    stored = module._stored()
+    assert stored is not None, "data/lexicon.json is stale: python -m memstore.recall.lexicon"
+    assert stored == module._build()
+
+
+def test_a_stored_lexicon_of_other_lists_is_not_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    import memstore.recall.lexicon as module
+
+    monkeypatch.setattr(module, "_lists_digest", lambda: "crc32:00000000")
+    assert module._stored() is None
 
 
 def test_a_word_said_early_and_again_last_is_a_new_word(store: MemoryStore) -> None:

@@ -86,7 +86,7 @@ def as_data(text: str) -> str:
 
 
 def _with_age(memory: MemoryRecord, now: datetime) -> str:
-    saved = datetime.strptime(memory.updated_at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    saved = datetime.fromisoformat(memory.updated_at)  # utc_now()'s form, with its Z
     days = (now - saved).days
     if days < 1:
         return ""

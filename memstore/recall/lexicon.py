@@ -13,14 +13,24 @@ not from any evaluation set:
 
 Everything is compared as index tokens (porter stems, Han bigrams), so "deploying" finds the
 entry for "deploy", and 安全组 is found inside 安全组规则.
+
+Building the lexicon from the lists takes about 0.2 s, which `memctl hook` cannot spend before
+every prompt: data/lexicon.json holds it as built (`python -m memstore.recall.lexicon` writes
+it again; a test checks that it is what building gives), with a digest of the lists it was
+built from. It is read when the lists are still those, and each word's entries are made from
+it when a text first has that word.
 """
 
 from __future__ import annotations
 
+import json
 import threading
-from collections.abc import Iterator
+import zlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
+from typing import Any
 
 from memstore.recall.tokens import token_sequence, token_words
 from memstore.storage.search import segment
@@ -64,7 +74,7 @@ class Expansion:
 @dataclass(frozen=True)
 class Lexicon:
     # The phrases and their equivalents, by the phrase's first token, longest first.
-    by_first_token: dict[str, list[Expansion]]
+    by_first_token: Mapping[str, list[Expansion]]
 
     def expansions(self, text: str) -> list[Expansion]:
         """The lexicon's phrases found in `text`, longest first at each position, without
@@ -95,8 +105,17 @@ class Lexicon:
                 i += 1
 
 
+LISTS = ("glossary_zh_en.tsv", "synonyms_en.txt")
+STORED = "lexicon.json"
+WRITTEN_BY = "python -m memstore.recall.lexicon, from the lists: not to be edited"
+
+
+def _data_file(name: str) -> Any:
+    return resources.files("memstore.recall").joinpath("data", name)
+
+
 def _data_lines(name: str) -> list[str]:
-    text = resources.files("memstore.recall").joinpath("data", name).read_text(encoding="utf-8")
+    text = _data_file(name).read_text(encoding="utf-8")
     return [line.strip() for line in text.splitlines() if line.strip() and line[0] != "#"]
 
 
@@ -116,8 +135,96 @@ def lexicon() -> Lexicon:
     if _loaded is None:
         with _loading:  # threads that ask together wait for one build
             if _loaded is None:
-                _loaded = _build()
+                _loaded = _stored() or _build()
     return _loaded
+
+
+def _lists_digest() -> str:
+    # A checksum, not a secure hash: it tells a changed list, and hashlib's import costs more.
+    checksum = 0
+    for name in LISTS:
+        checksum = zlib.crc32(_data_file(name).read_bytes(), checksum)
+    return f"crc32:{checksum:08x}"
+
+
+def _stored() -> Lexicon | None:
+    """The lexicon as stored in data/lexicon.json, if it was built from the lists as they are."""
+    try:
+        stored = json.loads(_data_file(STORED).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(stored, dict) or stored.get("lists") != _lists_digest():
+        return None
+    return Lexicon(_StoredEntries(stored["phrases"], stored["by_first_token"]))
+
+
+class _StoredEntries(Mapping[str, list[Expansion]]):
+    """The stored entries of each first token, made into Expansions when first asked for: a
+    text asks for a few of thousands."""
+
+    def __init__(self, phrases: list[list[Any]], entries: dict[str, list[list[Any]]]) -> None:
+        self._phrases = phrases
+        self._entries = entries
+        self._made: dict[str, list[Expansion]] = {}
+
+    def __getitem__(self, token: str) -> list[Expansion]:
+        made = self._made.get(token)
+        if made is None:
+            entries = [self._expansion(*entry) for entry in self._entries[token]]
+            # setdefault: threads that make one token together all get the first one's
+            # entries (expansions() tells entries apart by identity).
+            made = self._made.setdefault(token, entries)
+        return made
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def _expansion(self, source: int, equivalents: list[int], surfaces: list[str]) -> Expansion:
+        return Expansion(
+            self._equivalent(source),
+            tuple(self._equivalent(i) for i in equivalents),
+            frozenset(surfaces),
+        )
+
+    def _equivalent(self, index: int) -> Equivalent:
+        text, query, tokens = self._phrases[index]
+        return Equivalent(text, query, tuple(tokens))
+
+
+def write_stored(path: Path) -> None:
+    """Build the lexicon from the lists and store it at `path` (data/lexicon.json)."""
+    built = _build()
+    phrases: dict[Equivalent, int] = {}
+
+    def number(equivalent: Equivalent) -> int:
+        return phrases.setdefault(equivalent, len(phrases))
+
+    by_first_token = {
+        token: [
+            [number(e.source), [number(q) for q in e.equivalents], sorted(e.surfaces)]
+            for e in entries
+        ]
+        for token, entries in sorted(built.by_first_token.items())
+    }
+
+    def dumps(value: Any) -> str:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+    # One phrase, one token's entries, per line: a change to the lists is a readable diff.
+    lines = [
+        "{" + dumps("written_by") + ":" + dumps(WRITTEN_BY) + ",",
+        dumps("lists") + ":" + dumps(_lists_digest()) + ",",
+        dumps("phrases") + ":[",
+        ",\n".join(dumps([e.text, e.query, list(e.tokens)]) for e in phrases),
+        "],",
+        dumps("by_first_token") + ":{",
+        ",\n".join(f"{dumps(token)}:{dumps(entries)}" for token, entries in by_first_token.items()),
+        "}}",
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def _build() -> Lexicon:
@@ -242,3 +349,7 @@ def _chinese_synonyms(glossary: list[list[str]]) -> list[list[str]]:
         if english:
             by_english.setdefault(english[0], []).append(chinese)
     return [words for words in by_english.values() if len(words) > 1]
+
+
+if __name__ == "__main__":
+    write_stored(Path(__file__).with_name("data") / STORED)

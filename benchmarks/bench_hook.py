@@ -1,0 +1,107 @@
+"""`memctl hook` as Claude Code runs it: a whole process per prompt, wall time from start to
+exit, with its hook JSON on stdin, beside a bare `python3 -c pass` and `memctl list` in the
+same run (interleaved, so that a noisy moment hits all alike).
+
+Not a test: it prints figures, and never fails on time.
+
+    .venv/bin/python benchmarks/bench_hook.py            # 1,000 memories, 30 runs of each
+    .venv/bin/python benchmarks/bench_hook.py --runs 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.bench_store import make_queries, memctl_command, write_corpus
+from memstore.files.importer import import_memories
+from memstore.storage.store import MemoryStore
+
+TARGET_P50_S = 0.20  # UserPromptSubmit, as a whole process (issue 14)
+
+
+def run(command: list[str], stdin: bytes, cwd: Path, env: dict[str, str]) -> tuple[float, bytes]:
+    start = time.perf_counter()
+    done = subprocess.run(command, input=stdin, capture_output=True, cwd=cwd, env=env, check=True)
+    return time.perf_counter() - start, done.stdout
+
+
+def hook_json(event: str, cwd: Path, **fields: str) -> bytes:
+    payload = {
+        "session_id": "bench",
+        "transcript_path": str(cwd / "transcript.jsonl"),
+        "cwd": str(cwd),
+        "hook_event_name": event,
+        **fields,
+    }
+    return json.dumps(payload).encode()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--memories", type=int, default=1_000)
+    parser.add_argument("--runs", type=int, default=30)
+    args = parser.parse_args()
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, "
+        f"load average {os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
+    work = Path(tempfile.mkdtemp(prefix="memstore-bench-hook-"))
+    try:
+        workspace = work / "project"
+        corpus = write_corpus(work / "corpus", args.memories, seed=14)
+        with MemoryStore(workspace / ".memory" / "memstore.db", actor="bench") as store:
+            import_memories(store, work / "corpus")
+        prompts = [f"how do we handle the {q} here?" for q in make_queries(corpus, args.runs, 15)]
+        env = {k: v for k, v in os.environ.items() if k not in ("MEMSTORE_DB", "MEMCTL_DB")}
+        env["MEMSTORE_SEMANTIC"] = "off"
+        memctl = memctl_command()
+        python3 = shutil.which("python3") or sys.executable
+        commands: dict[str, tuple[list[str], list[bytes]]] = {
+            "python3 -c pass": ([python3, "-c", "pass"], [b""]),
+            "memctl hook UserPromptSubmit": (
+                [*memctl, "hook"],
+                [hook_json("UserPromptSubmit", workspace, prompt=p) for p in prompts],
+            ),
+            "memctl hook SessionStart": (
+                [*memctl, "hook"],
+                [hook_json("SessionStart", workspace, source="startup")],
+            ),
+            "memctl list": ([*memctl, "list"], [b""]),
+        }
+        for command, stdins in commands.values():  # warm the file cache and the .pyc files
+            run(command, stdins[0], workspace, env)
+        times: dict[str, list[float]] = {label: [] for label in commands}
+        answered = 0
+        for i in range(args.runs):
+            for label, (command, stdins) in commands.items():
+                elapsed, stdout = run(command, stdins[i % len(stdins)], workspace, env)
+                times[label].append(elapsed)
+                answered += label.endswith("UserPromptSubmit") and bool(stdout)
+        print(f"{args.memories:,} memories, {args.runs} runs of each, wall time of the process:")
+        for label, values in times.items():
+            p50 = statistics.median(values)
+            p95 = statistics.quantiles(values, n=20)[-1]
+            line = f"  {label:<30} p50 {p50:.3f} s  p95 {p95:.3f} s"
+            if label.endswith("UserPromptSubmit"):
+                verdict = "ok" if p50 <= TARGET_P50_S else "MISSED"
+                line += f"  (target p50 <= {TARGET_P50_S} s: {verdict})"
+            print(line, flush=True)
+        print(f"  prompts that got memories: {answered} of {args.runs}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
