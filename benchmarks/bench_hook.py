@@ -2,7 +2,9 @@
 exit, with its hook JSON on stdin, beside a bare `python3 -c pass` and `memctl list` in the
 same run (interleaved, so that a noisy moment hits all alike).
 
-Not a test: it prints figures, and never fails on time.
+Not a test: it prints figures, and never fails on time. Byte code is written and used, as an
+installed package has it (pip compiles it on install), even where PYTHONDONTWRITEBYTECODE
+is set: without it every process compiles memstore's modules again.
 
     .venv/bin/python benchmarks/bench_hook.py            # 1,000 memories, 30 runs of each
     .venv/bin/python benchmarks/bench_hook.py --runs 10
@@ -64,7 +66,8 @@ def main() -> None:
         with MemoryStore(workspace / ".memory" / "memstore.db", actor="bench") as store:
             import_memories(store, work / "corpus")
         prompts = [f"how do we handle the {q} here?" for q in make_queries(corpus, args.runs, 15)]
-        env = {k: v for k, v in os.environ.items() if k not in ("MEMSTORE_DB", "MEMCTL_DB")}
+        unset = ("MEMSTORE_DB", "MEMCTL_DB", "PYTHONDONTWRITEBYTECODE")
+        env = {k: v for k, v in os.environ.items() if k not in unset}
         env["MEMSTORE_SEMANTIC"] = "off"
         memctl = memctl_command()
         python3 = shutil.which("python3") or sys.executable

@@ -28,7 +28,6 @@ import threading
 import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -110,8 +109,10 @@ STORED = "lexicon.json"
 WRITTEN_BY = "python -m memstore.recall.lexicon, from the lists: not to be edited"
 
 
-def _data_file(name: str) -> Any:
-    return resources.files("memstore.recall").joinpath("data", name)
+def _data_file(name: str) -> Path:
+    # The package's own folder, not importlib.resources: its import (tempfile, shutil, bz2,
+    # lzma) costs memctl hook more than reading the files does.
+    return Path(__file__).with_name("data") / name
 
 
 def _data_lines(name: str) -> list[str]:

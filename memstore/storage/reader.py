@@ -54,7 +54,8 @@ def _read_only_uri(path: Path, leave_no_files: bool) -> str:
     # Reading a WAL database needs its -shm file, which a read-only connection creates (and
     # leaves) when it can, and cannot in a folder that cannot be written. With no -wal left
     # (closed cleanly) the file alone is the whole database, which `immutable` reads without
-    # any lock or -shm.
+    # any lock or -shm. (A writer that opens it meanwhile changes the file only when it
+    # checkpoints; a read torn by that fails as a corrupt one does.)
     wal = path.with_name(path.name + "-wal")
     wal_is_empty = not (wal.exists() and wal.stat().st_size > 0)
     if wal_is_empty and (leave_no_files or not os.access(path.parent, os.W_OK)):
