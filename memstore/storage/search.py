@@ -7,6 +7,7 @@ User text never reaches MATCH as syntax: every word becomes a quoted FTS5 string
 
 from __future__ import annotations
 
+import functools
 import re
 import sqlite3
 from collections.abc import Sequence
@@ -44,7 +45,18 @@ anything
 CHINESE_STOP_CHARACTERS = frozenset(
     "的了是在我你他她它们这那有和就不也都要会吗呢吧啊怎么什个一把被给让到说对从还又很再能可以想请下上来去过后前里时为所如果但而且或者与及之其该此每些多少几哪谁啥呀哦嗯么样"
 )
-_HAN_BIGRAM = re.compile(f'"([{HAN_CHARACTERS}])([{HAN_CHARACTERS}])"')
+
+
+# The patterns over Han characters are compiled when first needed: compiling their ranges
+# costs milliseconds, which `memctl hook` would pay before every English prompt too.
+@functools.cache
+def _han_bigram() -> re.Pattern[str]:
+    return re.compile(f'"([{HAN_CHARACTERS}])([{HAN_CHARACTERS}])"')
+
+
+@functools.cache
+def _han_run() -> re.Pattern[str]:
+    return re.compile(f"[{HAN_CHARACTERS}]+")
 
 
 def query_terms(text: str) -> list[str]:
@@ -64,7 +76,7 @@ def is_content_term(term: str) -> bool:
     word = term.strip('"*')
     if word in ENGLISH_STOPWORDS or (word.isascii() and len(word) < 2):
         return False
-    han = _HAN_BIGRAM.fullmatch(term)
+    han = None if word.isascii() else _han_bigram().fullmatch(term)
     if han and all(c in CHINESE_STOP_CHARACTERS for c in han.groups()):
         return False
     # A lone Han character (a one-character run, as in "HTTP 的 ETag") is a stopword when it
@@ -139,8 +151,6 @@ _RANKED_OF_TYPE = (
 
 # -- segmentation ---------------------------------------------------------------------------
 
-_HAN_RUN = re.compile(f"[{HAN_CHARACTERS}]+")
-
 
 def segment(text: str) -> str:
     """Text as the FTS index sees it: each run of Han characters becomes its overlapping
@@ -151,7 +161,7 @@ def segment(text: str) -> str:
     """
     if text.isascii():  # most text, and much cheaper to tell than to search for Han runs
         return text
-    return _HAN_RUN.sub(_bigrams, text)
+    return _han_run().sub(_bigrams, text)
 
 
 def _bigrams(match: re.Match[str]) -> str:
