@@ -224,5 +224,6 @@ class NoClaudeFolder(MemstoreError):
         self.path = path
         super().__init__(
             f"no Claude Code memory folder for {project}: {path} does not exist (Claude Code "
-            "makes it when it first saves a memory in this project)"
+            "makes it when it first saves a memory in this project; to export to it first: "
+            'mkdir -p "$(memctl claude path)")'
         )

@@ -300,6 +300,7 @@ def test_no_folder_is_one_line(run: MemctlRunner, home: Path) -> None:
         assert result.returncode == 1
         assert result.stderr.count("\n") == 1
         assert "no Claude Code memory folder for" in result.stderr
+        assert 'mkdir -p "$(memctl claude path)"' in result.stderr  # how to start one
     assert not (home / ".claude").exists()
 
 
