@@ -439,3 +439,29 @@ def test_without_the_extra_memctl_mcp_says_how_to_install_it(memctl: MemctlRunne
     assert completed.stdout == ""
     (line,) = completed.stderr.splitlines()
     assert "pip install '.[mcp]'" in line and "pipx inject agent-memstore" in line
+
+
+def test_in_a_terminal_memctl_mcp_says_a_client_starts_it(tmp_path: Path) -> None:
+    """A person who runs it by hand is told what it is for, instead of a silent server
+    that Ctrl-C does not stop (the SDK's stdin reader blocks on the terminal)."""
+    import pty
+
+    controller, terminal = pty.openpty()
+    try:
+        completed = subprocess.run(
+            [MEMCTL, "mcp"],
+            stdin=terminal,
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=_environment(),
+            timeout=60,
+        )
+    finally:
+        os.close(controller)
+        os.close(terminal)
+    assert completed.returncode == 1
+    assert completed.stdout == ""
+    (line,) = completed.stderr.splitlines()
+    assert "claude mcp add memstore -- memctl mcp" in line
+    assert not (tmp_path / ".memory").exists()

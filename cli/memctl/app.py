@@ -1117,10 +1117,20 @@ MCP_EXTRA_HELP = (
     " '.[mcp]'); see docs/integrations.md"
 )
 
+MCP_TERMINAL_HELP = (
+    "memctl mcp speaks MCP over stdin and stdout to a client that starts it, not to a"
+    " terminal: in Claude Code, claude mcp add memstore -- memctl mcp (docs/integrations.md)"
+)
+
 
 @app.command()
 def mcp() -> None:
-    """Serve this workspace's memory to an MCP client (Claude Code, Claude Desktop) on stdio."""
+    """Serve this workspace's memory to an MCP client (Claude Code, Claude Desktop) on stdio.
+
+    A client starts it: in Claude Code, `claude mcp add memstore -- memctl mcp` in the
+    project's folder; Claude Desktop needs --db. Needs the mcp extra. Setup, tools and
+    resources: docs/integrations.md.
+    """
     from memstore import __version__
 
     try:
@@ -1129,6 +1139,9 @@ def mcp() -> None:
         if (error.name or "").partition(".")[0] not in ("mcp", "mcp_types"):
             raise
         fail(MCP_EXTRA_HELP)
+    if sys.stdin.isatty():
+        # A person typing: the SDK's stdin reader would wait silently and outlive Ctrl-C.
+        fail(MCP_TERMINAL_HELP)
     serve(State.db if State.db_given else None, __version__)
 
 
