@@ -308,6 +308,7 @@ def test_hostile_calls_change_nothing_and_the_server_keeps_answering(workspace: 
             before = _world(workspace)
             text = _error(await session.call_tool(tool, arguments))
             assert message in text, (tool, text)
+            assert text.startswith(f"{tool}: ") or tool == "no-such-tool", text
             assert len(text) < 500, text  # the value of a huge argument is not echoed
             assert _world(workspace) == before, (tool, arguments)
         assert _ok(await session.call_tool("list", {}))["count"] == 1

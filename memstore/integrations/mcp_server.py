@@ -431,7 +431,7 @@ class _Server(MCPServer):
                 raise ToolError(
                     f"{name}: no memory here yet ({cause}); `remember` creates it"
                 ) from None
-            if isinstance(cause, MemstoreError):
+            if isinstance(cause, MemstoreError | ToolError):  # the SDK's prefix said twice
                 raise ToolError(f"{name}: {cause}") from None
             raise
 
