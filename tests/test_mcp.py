@@ -390,12 +390,19 @@ def test_malformed_messages_are_answered_and_the_server_lives_on(workspace: Path
 
 def test_only_remember_creates_the_database(tmp_path: Path) -> None:
     async def scenario(session: ClientSession) -> None:
+        # Reading an empty workspace finds nothing, which is no error.
+        assert _ok(await session.call_tool("list", {})) == {"memories": [], "count": 0}
+        recalled = _ok(await session.call_tool("recall", {"text": "tabs"}))
+        assert recalled["memories"] == [] and "no memory here yet" in recalled["reason"]
+        searched = _ok(await session.call_tool("search", {"query": "tabs"}))
+        assert searched["hits"] == [] and "remember" in searched["note"]
+        assert _ok(await session.call_tool("history", {})) == {"events": [], "runs": []}
+        # A memory named, or a change, needs one that exists.
         for tool, arguments in [
-            ("list", {}),
-            ("recall", {"text": "tabs"}),
             ("show", {"name": "a"}),
             ("update", {"name": "a", "body": "b"}),
             ("forget", {"name": "a"}),
+            ("history", {"name": "a"}),
         ]:
             text = _error(await session.call_tool(tool, arguments))
             assert "no memory here yet" in text and "remember" in text

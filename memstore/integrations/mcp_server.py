@@ -74,6 +74,8 @@ CLIENT_LABEL_MAX_CHARS = 80
 # An unnamed memory is named after this many first words of its description.
 NAME_WORDS = 6
 INDEX_URI = "memstore://index"
+# What a read finds before the first `remember` created the database: nothing, said so.
+NOTHING_YET = "no memory here yet: nothing was remembered in this workspace (`remember` saves one)"
 MEMORY_URI = "memstore://memory/{name}"
 
 Name = Annotated[
@@ -141,6 +143,14 @@ class MemoryTools:
     def store(self) -> MemoryStore:
         return self.open(create=False).store
 
+    def existing_store(self) -> MemoryStore | None:
+        """The store, or None before anything was remembered here: reading an empty
+        workspace finds nothing, which is no error (the server asks for `recall` first)."""
+        try:
+            return self.store
+        except NoDatabase:
+            return None
+
     # -- reading ---------------------------------------------------------------------------
 
     async def recall(
@@ -169,7 +179,10 @@ class MemoryTools:
         text = recent_user_text([{"role": "user", "content": text}])
         if not text:
             return RecallResult(path=RecallPath.NONE.value, reason="no text", memories=[])
-        hits, semantic_used = offline_recall(self.store, text, limit, semantic=self._semantic)
+        store = self.existing_store()
+        if store is None:
+            return RecallResult(path=RecallPath.NONE.value, reason=NOTHING_YET, memories=[])
+        hits, semantic_used = offline_recall(store, text, limit, semantic=self._semantic)
         path = RecallPath.KEYWORD_AND_SEMANTIC if semantic_used else RecallPath.KEYWORD
         return RecallResult(
             path=path.value,
@@ -208,7 +221,10 @@ class MemoryTools:
             return SearchResult(
                 hits=[], note=f"no searchable words in {query!r}: common words are not searched"
             )
-        hits = self.store.search(query, limit, type)
+        store = self.existing_store()
+        if store is None:
+            return SearchResult(hits=[], note=NOTHING_YET)
+        hits = store.search(query, limit, type)
         return SearchResult(
             hits=[
                 SearchHitResult(
@@ -238,7 +254,8 @@ class MemoryTools:
         """The memories' names, types and one-line descriptions, by name (the MEMORY.md index
         as data), and how many there are. Use it to see what is remembered; `search` finds
         one among many, `show` reads one in full."""
-        summaries = self.store.summaries(type)
+        store = self.existing_store()
+        summaries = store.summaries(type) if store is not None else []
         return ListResult(
             memories=[MemoryListing.of(summary) for summary in summaries[:limit]],
             count=len(summaries),
@@ -261,10 +278,11 @@ class MemoryTools:
         it, when, in which run, which fields changed), oldest first. Without: the latest
         runs (commands, chat turns, MCP calls) with what each changed. Use it when asked who
         changed a memory or what changed recently."""
-        history = self.store.history
+        store = self.existing_store()
         if name is None:
-            return HistoryResult(events=[], runs=[RunResult.of(r) for r in history.runs(limit)])
-        events = history.events(check_name(name), limit)
+            runs = store.history.runs(limit) if store is not None else []
+            return HistoryResult(events=[], runs=[RunResult.of(run) for run in runs])
+        events = self.store.history.events(check_name(name), limit)
         if not events:
             raise ToolError(f"no history for {name!r}")
         return HistoryResult(events=[EventResult.of(event) for event in events], runs=[])
@@ -380,10 +398,8 @@ class MemoryTools:
 
     async def index(self) -> str:
         """The MEMORY.md index: one line per memory, name and description."""
-        try:
-            return render_index(self.store.summaries())
-        except NoDatabase:
-            return render_index([])
+        store = self.existing_store()
+        return render_index(store.summaries() if store is not None else [])
 
     async def memory_file(self, name: str) -> str:
         """A memory's canonical file text (.memory/<name>.md)."""
