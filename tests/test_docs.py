@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import re
 import shutil
 import warnings
@@ -58,6 +59,16 @@ def test_links_lead_somewhere(document: Path) -> None:
         if not linked.exists() or (anchor and anchor not in _anchors(linked)):
             broken.append(target)
     assert not broken, f"{document.name}: {broken}"
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda path: path.name)
+def test_json_blocks_parse(document: Path) -> None:
+    """A settings block a user pastes (Claude Desktop's, Claude Code's hooks) is valid JSON."""
+    blocks = re.findall(
+        r"^ *```json\n(.*?)^ *```", document.read_text(encoding="utf-8"), re.M | re.S
+    )
+    for block in blocks:
+        json.loads(block)
 
 
 @pytest.mark.parametrize("document", DOCUMENTS, ids=lambda path: path.name)
