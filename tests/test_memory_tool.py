@@ -490,3 +490,33 @@ def test_the_documented_example_runs_against_the_loopback_server(
     with MemstoreMemoryTool.open(start=tmp_path, settings=Settings.from_environment({})) as tool:
         assert tool.door.store.get("user-indentation").body == "Indents with tabs."
         assert _runs(tool) == [("memory_tool", "memory_tool create /memories/user-indentation.md")]
+
+
+def test_reading_an_empty_workspace_creates_nothing(
+    client: ModelClient, anthropic_server: AnthropicServer, tmp_path: Path
+) -> None:
+    """A view, or a command refused, leaves no .memory/ where nothing was remembered (an app
+    started in any folder); the first create makes the store."""
+    with MemstoreMemoryTool.open(start=tmp_path, settings=Settings.from_environment({})) as tool:
+        results = _converse(
+            client,
+            anthropic_server,
+            tool,
+            {"command": "view", "path": "/memories"},
+            {"command": "view", "path": "/memories/tabs.md"},
+            {"command": "str_replace", "path": "/memories/tabs.md", "old_str": "a", "new_str": "b"},
+            {"command": "delete", "path": "/memories/tabs.md"},
+        )
+        assert not (tmp_path / ".memory").exists()
+        listing, *missing = results
+        assert not listing.get("is_error") and "/memories/" not in str(listing["content"])
+        for result in missing:
+            assert result["is_error"] and "does not exist" in str(result["content"])
+        _converse(
+            client,
+            anthropic_server,
+            tool,
+            {"command": "create", "path": "/memories/tabs.md", "file_text": "Indent with tabs.\n"},
+        )
+        assert (tmp_path / ".memory" / "tabs.md").is_file()
+        assert _runs(tool) == [("memory_tool", "memory_tool create /memories/tabs.md")]

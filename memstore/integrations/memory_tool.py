@@ -46,6 +46,7 @@ from memstore.errors import (
     InvalidMemory,
     MemoryExists,
     MemstoreError,
+    NoDatabase,
     SecretRefused,
     UnreadableFile,
 )
@@ -54,6 +55,7 @@ from memstore.files.importer import read_memory_bytes
 from memstore.integrations.door import Door
 from memstore.settings import Settings
 from memstore.storage.models import MemoryRecord, MemoryType
+from memstore.storage.store import MemoryStore
 from memstore.storage.transaction import WriteTransaction
 from memstore.storage.validation import BODY_MAX_BYTES, check_name
 from memstore.text import shorten
@@ -76,22 +78,60 @@ ECHO_MAX_CHARS = 120
 class MemstoreMemoryTool(BetaAbstractMemoryTool):
     """The memory tool's handler over a memstore Door (see the module's docstring)."""
 
-    def __init__(self, door: Door, *, owns_door: bool = False) -> None:
+    def __init__(
+        self,
+        door: Door | None = None,
+        *,
+        owns_door: bool = False,
+        opener: Callable[[bool], Door] | None = None,
+    ) -> None:
+        """Over `door`; or, with `opener` (as `open` gives it), over the door it opens when
+        first needed, creating the database only for a change."""
         super().__init__()
-        self.door = door
-        self._owns_door = owns_door
+        if (door is None) == (opener is None):
+            raise ValueError("give a door or an opener")
+        self._door = door
+        self._opener = opener
+        self._owns_door = owns_door or door is None
 
     @classmethod
     def open(
         cls, *, db: Path | None = None, start: Path | None = None, settings: Settings | None = None
     ) -> MemstoreMemoryTool:
         """The tool over the store memctl would use from `start` (the current folder), or
-        the database `db`; close it (or use it in a `with`) when done."""
-        return cls(Door.open(ACTOR, db=db, start=start, settings=settings), owns_door=True)
+        the database `db`; close it (or use it in a `with`) when done. The database is
+        opened when first needed, and created by the first change: a view, or a command
+        refused, leaves no `.memory/` where nothing was remembered."""
+        start = Path.cwd() if start is None else start  # where the app is now, not later
+        settings = Settings.from_environment() if settings is None else settings
+
+        def opener(create: bool) -> Door:
+            return Door.open(ACTOR, db=db, start=start, settings=settings, create=create)
+
+        return cls(opener=opener)
+
+    @property
+    def door(self) -> Door:
+        """The door, opened now (and its database created) if it was not yet."""
+        return self._open(create=True)
+
+    def _open(self, *, create: bool) -> Door:
+        """The door; NoDatabase when there is no database yet and not `create`."""
+        if self._door is None:
+            assert self._opener is not None
+            self._door = self._opener(create)
+        return self._door
+
+    def _existing_store(self) -> MemoryStore | None:
+        """The store, or None while nothing was remembered here (no database yet)."""
+        try:
+            return self._open(create=False).store
+        except NoDatabase:
+            return None
 
     def close(self) -> None:
-        if self._owns_door:
-            self.door.close()
+        if self._owns_door and self._door is not None:
+            self._door.close()
 
     def __enter__(self) -> MemstoreMemoryTool:
         return self
@@ -107,7 +147,8 @@ class MemstoreMemoryTool(BetaAbstractMemoryTool):
         with _refusals():
             if name is None:
                 return self._listing(path)
-            memory = self.door.store.find(name)
+            store = self._existing_store()
+            memory = store.find(name) if store is not None else None
         if memory is None:
             raise _no_such_file(path)
         lines = render_memory_file(memory).split("\n")[:-1]  # the file ends with a newline
@@ -119,7 +160,7 @@ class MemstoreMemoryTool(BetaAbstractMemoryTool):
         path = _text(command, "path")
         name = _file_name(path)
         text = _capped(_text(command, "file_text"), "file_text")
-        with self._change(f"{ACTOR} create {path}") as tx:
+        with self._change(f"{ACTOR} create {path}", path, create=True) as tx:
             if tx.find(name) is not None:
                 raise ToolError(f"File {path} already exists")
             framed = _has_frontmatter(text)
@@ -202,7 +243,7 @@ class MemstoreMemoryTool(BetaAbstractMemoryTool):
         if memory_name(path) is None:
             raise ToolError(f"Cannot delete the {ROOT} directory itself")
         name = _file_name(path)
-        with self._change(f"{ACTOR} delete {path}") as tx:
+        with self._change(f"{ACTOR} delete {path}", path) as tx:
             tx.delete(self._existing(tx, name, path))
         return f"Successfully deleted {path}"
 
@@ -211,7 +252,7 @@ class MemstoreMemoryTool(BetaAbstractMemoryTool):
         if memory_name(old_path) is None:
             raise ToolError(f"Cannot rename the {ROOT} directory itself")
         old_name, new_name = _file_name(old_path), _file_name(new_path)
-        with self._change(f"{ACTOR} rename {old_path} {new_path}") as tx:
+        with self._change(f"{ACTOR} rename {old_path} {new_path}", old_path) as tx:
             memory = self._existing(tx, old_name, old_path)
             if new_name != old_name and tx.find(new_name) is not None:
                 raise ToolError(f"The destination {new_path} already exists")
@@ -221,9 +262,16 @@ class MemstoreMemoryTool(BetaAbstractMemoryTool):
     # -- the store ---------------------------------------------------------------------------
 
     @contextmanager
-    def _change(self, description: str) -> Iterator[WriteTransaction]:
-        """One run of the door, with the store's refusals said to the model."""
-        with _refusals(), self.door.change(description) as tx:
+    def _change(
+        self, description: str, path: str, *, create: bool = False
+    ) -> Iterator[WriteTransaction]:
+        """One run of the door, with the store's refusals said to the model. Only `create`
+        makes the database: before it exists, the memory at `path` does not."""
+        try:
+            door = self._open(create=create)
+        except NoDatabase:
+            raise _no_such_file(path) from None
+        with _refusals(), door.change(description) as tx:
             yield tx
 
     def _existing(self, tx: WriteTransaction, name: str, path: str) -> MemoryRecord:
@@ -235,7 +283,7 @@ class MemstoreMemoryTool(BetaAbstractMemoryTool):
     def _edit(self, path: str, name: str, edit: Callable[[str], str], description: str) -> str:
         """Apply `edit` to the memory's canonical text and store what the edited text says;
         the memory's canonical text after it."""
-        with self._change(description) as tx:
+        with self._change(description, path) as tx:
             memory = self._existing(tx, name, path)
             after = _capped(edit(render_memory_file(memory)), "the edited file")
             try:
@@ -260,9 +308,10 @@ class MemstoreMemoryTool(BetaAbstractMemoryTool):
             return render_memory_file(updated)
 
     def _listing(self, path: str) -> str:
+        store = self._existing_store()
         files = [
             (len(render_memory_file(memory).encode()), memory.name)
-            for memory in self.door.store.memories()
+            for memory in (store.memories() if store is not None else [])
         ]
         lines = [f"{_size(sum(size for size, _ in files))}\t{ROOT}"]
         lines += [f"{_size(size)}\t{ROOT}/{name}.md" for size, name in files[:LISTING_MAX_FILES]]
