@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from memstore.errors import SecretRefused
-from memstore.integrations.door import Door
+from memstore.errors import NoDatabase, SecretRefused
+from memstore.integrations.door import Door, LazyDoor
 from memstore.settings import Settings
 
 
@@ -56,3 +56,16 @@ def test_a_refused_change_leaves_store_and_files_as_they_were(tmp_path: Path) ->
         assert door.store.summaries() == []
         assert door.store.history.runs() == []
         assert not (tmp_path / ".memory" / "key.md").exists()
+
+
+def test_a_lazy_door_creates_the_database_only_for_a_change(tmp_path: Path) -> None:
+    doors = LazyDoor("mcp", start=tmp_path, settings=_settings())
+    assert doors.existing_store() is None
+    with pytest.raises(NoDatabase):
+        doors.open(create=False)
+    assert not (tmp_path / ".memory").exists()
+    with doors.open(create=True).change("remember") as tx:
+        tx.create("tabs", "user", "Prefers tabs", "Indent with tabs.")
+    store = doors.existing_store()
+    assert store is not None and [m.name for m in store.summaries()] == ["tabs"]
+    doors.close()

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from memstore.errors import MemstoreError
+from memstore.errors import MemstoreError, NoDatabase
 from memstore.files.exporter import export_memories
 from memstore.settings import Settings
 from memstore.storage.store import MemoryStore
@@ -80,3 +80,39 @@ class Door:
         except (MemstoreError, OSError, RecursionError, ValueError) as error:
             self.export_failure = str(error)
             log.warning("export of %s failed: %s", self.workspace.memory_folder, error)
+
+
+@dataclass
+class LazyDoor:
+    """A door opened when first needed, its database created only by the first change: a tool
+    started in any folder (an MCP server added for every project, an SDK app) leaves no
+    `.memory/` where nothing was remembered, and a read there finds nothing."""
+
+    actor: str
+    db: Path | None = None
+    # Where the tool started (not where it is when it first opens the store).
+    start: Path | None = None
+    settings: Settings | None = None
+    door: Door | None = None
+
+    def __post_init__(self) -> None:
+        self.start = Path.cwd() if self.start is None else self.start
+
+    def open(self, *, create: bool) -> Door:
+        """The door; NoDatabase when there is no database yet and not `create`."""
+        if self.door is None:
+            self.door = Door.open(
+                self.actor, db=self.db, start=self.start, settings=self.settings, create=create
+            )
+        return self.door
+
+    def existing_store(self) -> MemoryStore | None:
+        """The store, or None while nothing was remembered here (no database yet)."""
+        try:
+            return self.open(create=False).store
+        except NoDatabase:
+            return None
+
+    def close(self) -> None:
+        if self.door is not None:
+            self.door.close()

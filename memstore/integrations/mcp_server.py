@@ -11,7 +11,6 @@ tool's input schema and checked before any work; every failure is a tool error i
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -28,7 +27,7 @@ from memstore.files.format import (
     render_index,
     render_memory_file,
 )
-from memstore.integrations.door import Door
+from memstore.integrations.door import Door, LazyDoor
 from memstore.integrations.mcp_results import (
     ChangeResult,
     EventResult,
@@ -117,27 +116,21 @@ class MemoryTools:
     for every project leaves no `.memory/` where nothing was remembered."""
 
     def __init__(self, db: Path | None = None) -> None:
-        self.db = db
-        self._door: Door | None = None
+        self._doors = LazyDoor(ACTOR, db=db)
+        # Kept for the server's life: it holds the vectors of semantic recall in memory.
         self._semantic: SemanticIndex | None = None
 
     def open(self, *, create: bool) -> Door:
         """The door, opened on first use; NoDatabase when there is none and not `create`."""
-        if self._door is None:
-            self._door = Door.open(ACTOR, db=self.db, create=create)
-            # Kept for the server's life: it holds the vectors of semantic recall in memory.
-            self._semantic = SemanticIndex(self._door.store)
-        return self._door
+        return self._doors.open(create=create)
 
     def open_existing(self) -> None:
         """Open the database now if there is one, so that one which cannot be opened fails
         at start-up, in one line."""
-        with contextlib.suppress(NoDatabase):
-            self.open(create=False)
+        self._doors.existing_store()
 
     def close(self) -> None:
-        if self._door is not None:
-            self._door.close()
+        self._doors.close()
 
     @property
     def store(self) -> MemoryStore:
@@ -146,10 +139,7 @@ class MemoryTools:
     def existing_store(self) -> MemoryStore | None:
         """The store, or None before anything was remembered here: reading an empty
         workspace finds nothing, which is no error (the server asks for `recall` first)."""
-        try:
-            return self.store
-        except NoDatabase:
-            return None
+        return self._doors.existing_store()
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -182,6 +172,8 @@ class MemoryTools:
         store = self.existing_store()
         if store is None:
             return RecallResult(path=RecallPath.NONE.value, reason=NOTHING_YET, memories=[])
+        if self._semantic is None:
+            self._semantic = SemanticIndex(store)
         hits, semantic_used = offline_recall(store, text, limit, semantic=self._semantic)
         path = RecallPath.KEYWORD_AND_SEMANTIC if semantic_used else RecallPath.KEYWORD
         return RecallResult(

@@ -52,10 +52,9 @@ from memstore.errors import (
 )
 from memstore.files.format import memory_fields, render_memory_file
 from memstore.files.importer import read_memory_bytes
-from memstore.integrations.door import Door
+from memstore.integrations.door import Door, LazyDoor
 from memstore.settings import Settings
 from memstore.storage.models import MemoryRecord, MemoryType
-from memstore.storage.store import MemoryStore
 from memstore.storage.transaction import WriteTransaction
 from memstore.storage.validation import BODY_MAX_BYTES, check_name
 from memstore.text import shorten
@@ -78,21 +77,12 @@ ECHO_MAX_CHARS = 120
 class MemstoreMemoryTool(BetaAbstractMemoryTool):
     """The memory tool's handler over a memstore Door (see the module's docstring)."""
 
-    def __init__(
-        self,
-        door: Door | None = None,
-        *,
-        owns_door: bool = False,
-        opener: Callable[[bool], Door] | None = None,
-    ) -> None:
-        """Over `door`; or, with `opener` (as `open` gives it), over the door it opens when
-        first needed, creating the database only for a change."""
+    def __init__(self, door: Door | LazyDoor, *, owns_door: bool = False) -> None:
+        """Over `door`; a LazyDoor (as `open` gives it) is opened when first needed, and
+        closed with the tool."""
         super().__init__()
-        if (door is None) == (opener is None):
-            raise ValueError("give a door or an opener")
-        self._door = door
-        self._opener = opener
-        self._owns_door = owns_door or door is None
+        self._doors = door if isinstance(door, LazyDoor) else LazyDoor(door.actor, door=door)
+        self._owns_door = owns_door or isinstance(door, LazyDoor)
 
     @classmethod
     def open(
@@ -102,36 +92,16 @@ class MemstoreMemoryTool(BetaAbstractMemoryTool):
         the database `db`; close it (or use it in a `with`) when done. The database is
         opened when first needed, and created by the first change: a view, or a command
         refused, leaves no `.memory/` where nothing was remembered."""
-        start = Path.cwd() if start is None else start  # where the app is now, not later
-        settings = Settings.from_environment() if settings is None else settings
-
-        def opener(create: bool) -> Door:
-            return Door.open(ACTOR, db=db, start=start, settings=settings, create=create)
-
-        return cls(opener=opener)
+        return cls(LazyDoor(ACTOR, db=db, start=start, settings=settings))
 
     @property
     def door(self) -> Door:
         """The door, opened now (and its database created) if it was not yet."""
-        return self._open(create=True)
-
-    def _open(self, *, create: bool) -> Door:
-        """The door; NoDatabase when there is no database yet and not `create`."""
-        if self._door is None:
-            assert self._opener is not None
-            self._door = self._opener(create)
-        return self._door
-
-    def _existing_store(self) -> MemoryStore | None:
-        """The store, or None while nothing was remembered here (no database yet)."""
-        try:
-            return self._open(create=False).store
-        except NoDatabase:
-            return None
+        return self._doors.open(create=True)
 
     def close(self) -> None:
-        if self._owns_door and self._door is not None:
-            self._door.close()
+        if self._owns_door:
+            self._doors.close()
 
     def __enter__(self) -> MemstoreMemoryTool:
         return self
@@ -147,7 +117,7 @@ class MemstoreMemoryTool(BetaAbstractMemoryTool):
         with _refusals():
             if name is None:
                 return self._listing(path)
-            store = self._existing_store()
+            store = self._doors.existing_store()
             memory = store.find(name) if store is not None else None
         if memory is None:
             raise _no_such_file(path)
@@ -268,7 +238,7 @@ class MemstoreMemoryTool(BetaAbstractMemoryTool):
         """One run of the door, with the store's refusals said to the model. Only `create`
         makes the database: before it exists, the memory at `path` does not."""
         try:
-            door = self._open(create=create)
+            door = self._doors.open(create=create)
         except NoDatabase:
             raise _no_such_file(path) from None
         with _refusals(), door.change(description) as tx:
@@ -308,7 +278,7 @@ class MemstoreMemoryTool(BetaAbstractMemoryTool):
             return render_memory_file(updated)
 
     def _listing(self, path: str) -> str:
-        store = self._existing_store()
+        store = self._doors.existing_store()
         files = [
             (len(render_memory_file(memory).encode()), memory.name)
             for memory in (store.memories() if store is not None else [])
