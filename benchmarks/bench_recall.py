@@ -390,25 +390,32 @@ def forget_caches() -> None:
     terms._stop_tokens.cache_clear()
 
 
+def built_lexicon(*changes: tuple[Any, str, Any]) -> contextlib.AbstractContextManager[None]:
+    """The lexicon built from the lists with `changes`, not read from data/lexicon.json (which
+    holds it as built from the lists as they are)."""
+    return patched((lexicon, "_stored", lambda: None), *changes)
+
+
 def without_list(name: str) -> contextlib.AbstractContextManager[None]:
     """The lexicon built without one of its word lists."""
     read = lexicon._data_lines
-    return patched((lexicon, "_data_lines", lambda file: [] if file == name else read(file)))
+    return built_lexicon((lexicon, "_data_lines", lambda file: [] if file == name else read(file)))
 
 
 def han_segmentation(split: Callable[[str], str]) -> contextlib.AbstractContextManager[None]:
-    """Han runs segmented by `split` instead of bigrams, in the index and in the queries
-    alike (in each module that took `segment` by name, the one registering it in SQLite too)."""
+    """Han runs segmented by `split` instead of bigrams, in the index, the queries and the
+    lexicon alike (in each module that took `segment` by name, the one registering it in
+    SQLite too)."""
 
     def segment(text: str) -> str:
-        return text if text.isascii() else search._HAN_RUN.sub(lambda m: split(m.group()), text)
+        return text if text.isascii() else search._han_run().sub(lambda m: split(m.group()), text)
 
     holders = [
         module
         for name, module in sys.modules.items()
         if name.startswith("memstore.") and getattr(module, "segment", None) is search.segment
     ]
-    return patched(*((module, "segment", segment) for module in holders))
+    return built_lexicon(*((module, "segment", segment) for module in holders))
 
 
 def bm25_weights(weights: tuple[float, ...]) -> contextlib.AbstractContextManager[None]:
@@ -426,7 +433,7 @@ VARIANTS: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "no lexicon at all": lambda: patched((keyword, "with_equivalents", no_equivalents)),
     "no zh-en glossary": lambda: without_list("glossary_zh_en.tsv"),
     "no English synonyms": lambda: without_list("synonyms_en.txt"),
-    "no Chinese synonyms": lambda: patched((lexicon, "_chinese_synonyms", lambda glossary: [])),
+    "no Chinese synonyms": lambda: built_lexicon((lexicon, "_chinese_synonyms", lambda g: [])),
     "equivalents weight 1": lambda: patched((keyword, "EQUIVALENT_WEIGHT", 1.0)),
     "equivalents weight 0": lambda: patched((keyword, "EQUIVALENT_WEIGHT", 0.0)),
     "phrase weighs 1 term": lambda: patched((terms, "_weight", lambda *args: 1)),
