@@ -434,8 +434,6 @@ VARIANTS: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "no zh-en glossary": lambda: without_list("glossary_zh_en.tsv"),
     "no English synonyms": lambda: without_list("synonyms_en.txt"),
     "no Chinese synonyms": lambda: built_lexicon((lexicon, "_chinese_synonyms", lambda g: [])),
-    "equivalents weight 1": lambda: patched((keyword, "EQUIVALENT_WEIGHT", 1.0)),
-    "equivalents weight 0": lambda: patched((keyword, "EQUIVALENT_WEIGHT", 0.0)),
     "phrase weighs 1 term": lambda: patched((terms, "_weight", lambda *args: 1)),
     "no number phrases": lambda: patched((keyword, "number_phrases", lambda text: [])),
     "no coordination": lambda: patched((keyword, "COORDINATION", 0.0)),

@@ -19,9 +19,6 @@ from memstore.storage.records import MemoryRecord, SearchHit
 
 # A phrase around a number is one term of many: it counts this many times.
 NUMBER_PHRASE_WEIGHT = 2
-# The lexicon's equivalents count this much in bm25: the user's own words are the better
-# evidence, and an equivalent rare in the store would otherwise outrank them.
-EQUIVALENT_WEIGHT = 0.25
 # The relevance floor: with more terms than this, the best memory must share this many
 # distinct terms with the text, or one with its name (a short text needs one).
 MIN_SHARED_TERMS = 2
@@ -52,7 +49,9 @@ def keyword_recall(store: RankedStore, text: str, limit: int = 5) -> list[Search
     # Ids and scores first: the memories are loaded once, for the best candidates only.
     own = store.rank_ids(terms + phrases, candidates)
     other = store.rank_ids(equivalents, candidates) if equivalents else {}
-    combined = {i: own.get(i, 0.0) + EQUIVALENT_WEIGHT * other.get(i, 0.0) for i in own | other}
+    # An equivalent is evidence as the user's own word is (a down-weighting fit only the
+    # dev set: docs/recall.md); its own query keeps its idf from counting in the text's.
+    combined = {i: own.get(i, 0.0) + other.get(i, 0.0) for i in own | other}
     best = sorted(combined, key=lambda i: (-combined[i], i))[:candidates]
     records = store.by_ids(best)
     hits = [SearchHit(records[i], combined[i]) for i in best if i in records]
