@@ -436,8 +436,10 @@ VARIANTS: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "no Chinese synonyms": lambda: built_lexicon((lexicon, "_chinese_synonyms", lambda g: [])),
     "phrase weighs 1 term": lambda: patched((terms, "_weight", lambda *args: 1)),
     "no number phrases": lambda: patched((keyword, "number_phrases", lambda text: [])),
-    "no coordination": lambda: patched((keyword, "COORDINATION", 0.0)),
-    "coordination 1": lambda: patched((keyword, "COORDINATION", 1.0)),
+    "no coordination": lambda: patched((keyword, "coordination", lambda shared, total: 1.0)),
+    "coordination ** .5": lambda: patched(
+        (keyword, "coordination", lambda shared, total: (shared / total) ** 0.5)
+    ),
     # (A floor of one term is no floor: the best memory shares at least one.)
     "no relevance floor": lambda: patched((keyword, "MIN_SHARED_TERMS", 0)),
     "floor of 3 terms": lambda: patched((keyword, "MIN_SHARED_TERMS", 3)),
