@@ -53,7 +53,8 @@ _noted: set[str] = set()
 class Settings:
     """The environment's settings, as values. An empty variable counts as not set."""
 
-    db: Path | None
+    # A file (SQLite), or a PostgreSQL server's URL, kept as typed (is_server_url).
+    db: Path | str | None
     ceiling_directories: frozenset[Path]
     model: str
     small_model: str
@@ -77,7 +78,7 @@ class Settings:
         settings_file = env.get(SETTINGS_VARIABLE)
         config = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
         return cls(
-            db=Path(db) if db else None,
+            db=database_location(db) if db else None,
             ceiling_directories=frozenset(Path(os.path.abspath(c)) for c in ceilings if c),
             model=env.get(MODEL_VARIABLE) or DEFAULT_MODEL,
             small_model=env.get(SMALL_MODEL_VARIABLE) or DEFAULT_SMALL_MODEL,
@@ -95,6 +96,20 @@ class Settings:
             editor=env.get("VISUAL") or env.get("EDITOR") or "vi",
             claude_config_dir=Path(env.get("CLAUDE_CONFIG_DIR") or str(Path.home() / ".claude")),
         )
+
+
+# The URL schemes that name a PostgreSQL server; anything else is a file's path.
+SERVER_SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg://")
+
+
+def is_server_url(location: Path | str) -> bool:
+    """Whether a --db or MEMSTORE_DB value names a PostgreSQL server rather than a file."""
+    return isinstance(location, str) and location.lower().startswith(SERVER_SCHEMES)
+
+
+def database_location(value: str) -> Path | str:
+    """A --db or MEMSTORE_DB value: a server's URL as typed, else a file's path."""
+    return value if is_server_url(value) else Path(value)
 
 
 def _value(env: Mapping[str, str], name: str) -> str | None:

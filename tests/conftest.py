@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 import memstore
 from memstore.storage.store import MemoryStore
 from tests.anthropic_server import AnthropicServer, serve
+from tests.postgres_cluster import Cluster, server_binaries, unavailable_reason
 
 if TYPE_CHECKING:
     from memstore.llm.client import ModelClient
@@ -96,10 +99,98 @@ def semantic_model() -> Path:
     return model_folder()
 
 
+ENGINES = ("sqlite", "postgresql")
+# CI sets it: there, the PostgreSQL tests must run, not skip (.ci/run installs the server).
+REQUIRE_POSTGRES_VARIABLE = "MEMSTORE_REQUIRE_POSTGRES"
+TEMPLATE_DATABASE = "memstore_template"
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test module marked `both_engines` runs each of its tests that uses the `database`
+    (or `store`) fixture once per engine."""
+    if "database" in metafunc.fixturenames and metafunc.definition.get_closest_marker(
+        "both_engines"
+    ):
+        metafunc.parametrize("engine", ENGINES, indirect=True)
+
+
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[MemoryStore]:
-    with MemoryStore(tmp_path / "memstore.db", actor="test") as opened:
+def engine(request: pytest.FixtureRequest) -> str:
+    """The engine under test: SQLite, unless the module runs on both (`both_engines`)."""
+    return str(getattr(request, "param", "sqlite"))
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[Cluster]:
+    """One throwaway PostgreSQL cluster for the session (tests/postgres_cluster.py), with a
+    migrated template database that each test's database is copied from. Skipped where
+    PostgreSQL cannot run, unless MEMSTORE_REQUIRE_POSTGRES=1: there it fails."""
+    reason = unavailable_reason()
+    if reason is not None:
+        if os.environ.get(REQUIRE_POSTGRES_VARIABLE) == "1":
+            pytest.fail(f"PostgreSQL is required but unavailable: {reason}")
+        pytest.skip(f"PostgreSQL unavailable: {reason}")
+    binaries = server_binaries()
+    assert binaries is not None
+    cluster = Cluster(binaries)
+    try:
+        cluster.execute(f"CREATE DATABASE {TEMPLATE_DATABASE}")
+        MemoryStore(cluster.url(TEMPLATE_DATABASE)).close()  # migrated once, copied per test
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_cluster: Cluster) -> str:
+    """A fresh, migrated database of its own on the session's cluster."""
+    return postgres_cluster.database(template=TEMPLATE_DATABASE)
+
+
+@pytest.fixture
+def database(engine: str, tmp_path: Path, request: pytest.FixtureRequest) -> Path | str:
+    """Where the test's store lives: a file for SQLite, a fresh database's URL for
+    PostgreSQL."""
+    if engine == "postgresql":
+        return str(request.getfixturevalue("postgres_url"))
+    return tmp_path / "memstore.db"
+
+
+@pytest.fixture
+def store(database: Path | str) -> Iterator[MemoryStore]:
+    with MemoryStore(database, actor="test") as opened:
         yield opened
+
+
+@contextmanager
+def raw_sql(store: MemoryStore) -> Iterator[Any]:
+    """A DBAPI connection of the store's database outside memstore (autocommit), as a
+    person with a SQL client has: sqlite3's, or psycopg's. Its statements take no
+    parameters here (the two mark them differently)."""
+    if store.url is None:
+        assert store.path is not None
+        connection = sqlite3.connect(store.path, isolation_level=None)
+        try:
+            yield connection
+        finally:
+            connection.close()
+        return
+    import psycopg
+
+    with psycopg.connect(
+        store.engine.url.set(drivername="postgresql").render_as_string(hide_password=False),
+        autocommit=True,
+    ) as connection:
+        yield connection
+
+
+def database_errors() -> tuple[type[Exception], ...]:
+    """What a refused statement raises on either engine's DBAPI."""
+    try:
+        import psycopg
+    except ImportError:
+        return (sqlite3.Error,)
+    return (sqlite3.Error, psycopg.Error)
 
 
 @pytest.fixture

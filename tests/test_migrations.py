@@ -25,6 +25,7 @@ def test_schema_head_constant_matches_the_revisions() -> None:
     assert script_head() == SCHEMA_HEAD
 
 
+@pytest.mark.both_engines
 def test_migrated_schema_matches_the_models(store: MemoryStore) -> None:
     with store.engine.connect() as connection:
         context = MigrationContext.configure(

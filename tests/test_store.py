@@ -1,4 +1,5 @@
-"""MemoryStore: validation, audited writes, soft delete and restore, SQL views."""
+"""MemoryStore: validation, audited writes, soft delete and restore, SQL views; on SQLite
+and on PostgreSQL (tests/conftest.py's `engine`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from memstore.errors import (
     NothingToRestore,
 )
 from memstore.storage.store import MemoryStore
+from tests.conftest import database_errors, raw_sql
+
+pytestmark = pytest.mark.both_engines
 
 
 def add_tabs(store: MemoryStore) -> None:
@@ -149,19 +153,23 @@ def test_events_of_one_transaction_share_a_run(store: MemoryStore) -> None:
 
 def test_history_is_append_only_in_sql(store: MemoryStore) -> None:
     add_tabs(store)
-    connection = sqlite3.connect(store.path)
-    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
-        connection.execute("UPDATE memory_event SET actor = 'someone-else'")
-    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
-        connection.execute("DELETE FROM memory_event")
-    connection.close()
+    with raw_sql(store) as connection:
+        with pytest.raises(database_errors(), match="append-only"):
+            connection.execute("UPDATE memory_event SET actor = 'someone-else'")
+        with pytest.raises(database_errors(), match="append-only"):
+            connection.execute("DELETE FROM memory_event")
+    assert events(store) == [("create", "user-preference-tabs", "test")]
 
 
 def test_audit_views_answer_common_questions(store: MemoryStore) -> None:
     add_tabs(store)
     store.update("user-preference-tabs", description="Four spaces")
     store.delete("user-preference-tabs")
-    connection = sqlite3.connect(store.path)
+    with raw_sql(store) as connection:
+        check_audit_views(connection)
+
+
+def check_audit_views(connection: sqlite3.Connection) -> None:
     history = connection.execute(
         "SELECT operation, old_description, new_description FROM memory_history "
         "WHERE memory_name = 'user-preference-tabs' ORDER BY event_id"
@@ -175,22 +183,22 @@ def test_audit_views_answer_common_questions(store: MemoryStore) -> None:
     assert deleted == [("user-preference-tabs", "test")]
     runs = connection.execute("SELECT created, updated, deleted FROM run_summary").fetchall()
     assert sorted(runs) == [(0, 0, 1), (0, 1, 0), (1, 0, 0)]
-    connection.close()
 
 
 def test_connection_pragmas(store: MemoryStore) -> None:
+    if store.url is not None:
+        pytest.skip("PRAGMAs are SQLite's (PostgreSQL's connections: tests/test_postgres.py)")
     with store.engine.connect() as connection:
         assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
         assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() >= 5000
 
 
-def test_json_values_are_readable_in_sqlite(store: MemoryStore) -> None:
+def test_json_values_are_readable_in_sql(store: MemoryStore) -> None:
     store.create("chinese-note", "project", "部署用 Docker 镜像", "在 C盘 之外部署")
-    connection = sqlite3.connect(store.path)
-    raw = connection.execute("SELECT new_value FROM memory_event").fetchone()[0]
-    connection.close()
-    assert "部署用 Docker 镜像" in raw  # not \\u escapes: plain sqlite3 users can read it
+    with raw_sql(store) as connection:
+        raw = connection.execute("SELECT CAST(new_value AS TEXT) FROM memory_event").fetchone()[0]
+    assert "部署用 Docker 镜像" in raw  # not \\u escapes: plain SQL users can read it
 
 
 def test_names_can_be_swapped_freed_and_reused_in_one_transaction(store: MemoryStore) -> None:
@@ -233,15 +241,26 @@ def test_stale_records_are_not_trusted(store: MemoryStore) -> None:
     ]
 
 
-def test_failure_while_writing_rolls_everything_back(store: MemoryStore) -> None:
-    add_tabs(store)
-    connection = sqlite3.connect(store.path)
-    connection.execute(
+# A trigger refusing a memory named 'poison', in each engine's SQL.
+POISON = {
+    "sqlite": [
         "CREATE TRIGGER refuse_poison BEFORE INSERT ON memory WHEN new.name = 'poison' "
         "BEGIN SELECT RAISE(ABORT, 'poisoned'); END"
-    )
-    connection.commit()
-    connection.close()
+    ],
+    "postgresql": [
+        "CREATE FUNCTION poisoned() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN RAISE EXCEPTION 'poisoned'; END $$",
+        "CREATE TRIGGER refuse_poison BEFORE INSERT ON memory FOR EACH ROW "
+        "WHEN (new.name = 'poison') EXECUTE FUNCTION poisoned()",
+    ],
+}
+
+
+def test_failure_while_writing_rolls_everything_back(store: MemoryStore) -> None:
+    add_tabs(store)
+    with raw_sql(store) as connection:
+        for statement in POISON[store.engine.dialect.name]:
+            connection.execute(statement)
     with pytest.raises(MemstoreError, match="poisoned"), store.transaction() as tx:
         tx.update(tx.get("user-preference-tabs"), description="changed first")
         tx.create("poison", "user", "written last, fails", "body")

@@ -42,6 +42,7 @@ from memstore.settings import (
     DB_VARIABLE,
     DEFAULT_CONTEXT_TOKENS,
     Settings,
+    database_location,
 )
 from memstore.storage.models import MemoryRecord
 from memstore.storage.store import MemoryStore
@@ -53,18 +54,18 @@ DEFAULT_DIRECTORY = ".memory"
 class State:
     """Where this command's memory is: set while the command line is parsed (_set_db)."""
 
-    db: Path = Path(DEFAULT_DIRECTORY) / "memstore.db"
+    db: Path | str = Path(DEFAULT_DIRECTORY) / "memstore.db"  # a str: a server's URL
     db_given = False  # by --db or MEMSTORE_DB
     workspace = Workspace(Path("."), "")
     settings: Settings  # the environment's, read as the command line is parsed
 
 
-def _set_db(value: Path | None) -> Path | None:
+def _set_db(value: str | None) -> str | None:
     if value is None and State.db_given:
         return value  # given before the command name, not repeated after it
     State.settings = Settings.from_environment()
     # The settings hold a database given by an old variable name (Click reads the new one).
-    given = value if value is not None else State.settings.db
+    given = database_location(value) if value is not None else State.settings.db
     State.db_given = given is not None
     State.db, State.workspace = locate(given, Path.cwd(), State.settings.ceiling_directories)
     return value
@@ -100,6 +101,11 @@ app = typer.Typer(
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def _db_exists() -> bool:
+    """Whether the database is there: a server's always is (opening it creates the schema)."""
+    return isinstance(State.db, str) or State.db.exists()
 
 
 def _store(actor: str = "cli", *, read_only: bool = False) -> MemoryStore:
@@ -192,14 +198,14 @@ def _print_version(asked: bool) -> None:
 @app.callback()
 def configure(
     db: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--db",
             envvar=DB_VARIABLE,
             callback=_set_db,
             help="The database file (default: .memory/memstore.db of the workspace, found"
-            " upward from the current folder as git finds a repository). Before or after"
-            " the command name.",
+            " upward from the current folder as git finds a repository), or a PostgreSQL"
+            " server's postgresql://... URL. Before or after the command name.",
         ),
     ] = None,
     version: Annotated[
@@ -475,7 +481,7 @@ def semantic_status(json: JsonOption = False) -> None:
         except SemanticUnavailable as error:
             reason = str(error)
     present = live = 0  # no database yet: the model's state is still worth telling
-    if State.db.exists():
+    if _db_exists():
         with _store(read_only=True) as store:
             present, live = store.vector_counts(MODEL_NAME)
     status = {
@@ -969,7 +975,7 @@ def _claude_door(dry_run: bool) -> Iterator[Any]:
 
     with contextlib.ExitStack() as stack:
         db = State.db
-        if dry_run and not db.exists():
+        if dry_run and not _db_exists():
             db = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "memstore.db"
         door = stack.enter_context(Door.open(ACTOR, db=db, settings=State.settings))
         door.store.command = _command_line()
@@ -1150,7 +1156,7 @@ def path() -> None:
     """Print the database path (and, on stderr, the workspace and whether it exists yet)."""
     print(State.db)
     how = f"given by --db or {DB_VARIABLE}" if State.db_given else State.workspace.how
-    exists = "exists" if State.db.exists() else "not created yet ('memctl add' or 'import' will)"
+    exists = "exists" if _db_exists() else "not created yet ('memctl add' or 'import' will)"
     _err(f"workspace: {State.workspace.root} ({how}); database {exists}")
 
 
@@ -1177,6 +1183,10 @@ def main() -> None:
     except MemstoreError as error:
         fail(str(error))
     except (DatabaseError, sqlite3.DatabaseError) as error:  # e.g. corrupted pages met late
+        if isinstance(State.db, str):
+            from memstore.storage.server import server_error
+
+            fail(str(server_error(State.db, error)))
         from memstore.storage.engine import database_error
 
         fail(str(database_error(State.db, error)))

@@ -179,7 +179,7 @@ def _brief(arguments: Any) -> str:
 
 def run_chat(
     *,
-    db: Path,
+    db: Path | str,
     workspace: Path,
     model: str,
     use_memory: bool,
@@ -192,7 +192,9 @@ def run_chat(
     tty = sys.stdin.isatty() and sys.stdout.isatty()
     allow = load_allow_rules(settings_file)  # a settings file in error stops here, in one line
     events = TerminalEvents(tty)
-    sessions = sessions_folder(db)
+    # On a server, the chat's local files go in the workspace's .memory/, as its database's would.
+    local = workspace / MEMORY_FOLDER / "memstore.db" if isinstance(db, str) else db
+    sessions = sessions_folder(local)
     if resume is not None:
         session = SessionFiles(find_session(sessions, resume))
         session_id = session.directory.name
@@ -213,10 +215,12 @@ def run_chat(
             if use_memory
             else None
         )
-        reader: MessageInput = TerminalInput(db.parent / LINE_HISTORY_FILE) if tty else PipedInput()
+        reader: MessageInput = (
+            TerminalInput(local.parent / LINE_HISTORY_FILE) if tty else PipedInput()
+        )
         # Piped, nobody can be asked: what needs approval is refused, unless a rule allows it.
         ask = terminal_approver(workspace, events.block, reader.ask) if tty else None
-        tools = Workspace(workspace, databases=[db])
+        tools = Workspace(workspace, databases=[local])
         agent = Agent(
             client,
             model=model,

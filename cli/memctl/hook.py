@@ -15,7 +15,7 @@ from memstore.integrations.claude_hook import respond
 log = logging.getLogger("memctl.hook")
 
 
-def run(db: Path | None) -> int:
+def run(db: Path | str | None) -> int:
     """Answer the hook read on stdin; the exit status, always 0."""
     logging.basicConfig(format="memctl: %(message)s", level=logging.WARNING)
     if sys.stdin is None or sys.stdin.isatty():

@@ -202,7 +202,7 @@ class Agent:
         self.workspace = workspace
         self.session = session
         self.memory = memory
-        if memory is not None:
+        if memory is not None and memory.store.path is not None:
             workspace.protect_database(memory.store.path)
         self.approval = approval or ApprovalPolicy()
         self.events: AgentEvents = events or SilentEvents()

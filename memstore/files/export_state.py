@@ -30,10 +30,13 @@ class FileState:
     mtime_ns: int
 
 
-def folder_key(directory: Path, database: Path) -> str:
+def folder_key(directory: Path, database: Path | None) -> str:
     """The folder as seen from the database's folder: `.` for `.memory/` beside
     `.memory/memstore.db`, so that the records still apply after the project is moved,
-    copied or cloned together with its database."""
+    copied or cloned together with its database. A database on a server (None) has no
+    folder: the absolute folder."""
+    if database is None:
+        return legacy_key(directory)
     return os.path.relpath(directory.resolve(), database.resolve().parent)
 
 

@@ -58,7 +58,9 @@ INDEX_HEADER = (
 )
 
 
-def respond(raw: bytes | str, *, db: Path | None = None, settings: Settings | None = None) -> str:
+def respond(
+    raw: bytes | str, *, db: Path | str | None = None, settings: Settings | None = None
+) -> str:
     """What `memctl hook` prints for the hook JSON `raw`: the hook's JSON answer, or "" when
     there is nothing to add or anything went wrong (then one line is logged). The database is
     `db` (by default MEMSTORE_DB), else the one of the workspace found from the JSON's cwd.
@@ -70,7 +72,7 @@ def respond(raw: bytes | str, *, db: Path | None = None, settings: Settings | No
         return ""
 
 
-def _respond(raw: bytes | str, db: Path | None, settings: Settings) -> str:
+def _respond(raw: bytes | str, db: Path | str | None, settings: Settings) -> str:
     event = _read_event(raw)
     name = event.get("hook_event_name")
     answer = _ANSWERS.get(name) if isinstance(name, str) else None

@@ -37,7 +37,7 @@ class Door:
         cls,
         actor: str,
         *,
-        db: Path | None = None,
+        db: Path | str | None = None,
         start: Path | None = None,
         settings: Settings | None = None,
         create: bool = True,
@@ -89,7 +89,7 @@ class LazyDoor:
     `.memory/` where nothing was remembered, and a read there finds nothing."""
 
     actor: str
-    db: Path | None = None
+    db: Path | str | None = None
     # Where the tool started (not where it is when it first opens the store).
     start: Path | None = None
     settings: Settings | None = None

@@ -115,7 +115,7 @@ class MemoryTools:
     `db`). Reading creates no database, as memctl's reading commands do not: a server added
     for every project leaves no `.memory/` where nothing was remembered."""
 
-    def __init__(self, db: Path | None = None) -> None:
+    def __init__(self, db: Path | str | None = None) -> None:
         self._doors = LazyDoor(ACTOR, db=db)
         # Kept for the server's life: it holds the vectors of semantic recall in memory.
         self._semantic: SemanticIndex | None = None
@@ -491,7 +491,7 @@ def build_server(tools: MemoryTools, version: str = "") -> MCPServer:
     return server
 
 
-def serve(db: Path | None = None, version: str = "") -> None:
+def serve(db: Path | str | None = None, version: str = "") -> None:
     """Serve the store memctl would use here (or `db`) over stdio until the client leaves."""
     tools = MemoryTools(db)
     try:

@@ -16,11 +16,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import sqlite3
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from memstore.errors import HistoryTampered
+
+if TYPE_CHECKING:
+    from memstore.storage.dbapi import Connection
 
 GENESIS = "0" * 64
 _HEX64 = "[0-9a-f]" * 64
@@ -93,7 +95,7 @@ def event_hash(previous: str, event: ChainedEvent) -> str:
 # The events with their run's command, oldest first: what the chain is computed over.
 CHAINED_EVENTS = """
 SELECT e.id, e.memory_id, e.memory_name, e.operation, e.actor, e.run_id, e.created_at,
-       e.merged_into, e.old_value, e.new_value, r.command, e.hash
+       e.merged_into, CAST(e.old_value AS TEXT), CAST(e.new_value AS TEXT), r.command, e.hash
 FROM memory_event AS e LEFT JOIN run AS r ON r.id = e.run_id
 ORDER BY e.id
 """
@@ -113,7 +115,7 @@ class ChainReport(NamedTuple):
     head: str
 
 
-def verify(connection: sqlite3.Connection) -> ChainReport:
+def verify(connection: Connection) -> ChainReport:
     """Recompute the chain; HistoryTampered names the first event that does not match."""
     count, head = 0, GENESIS
     for event_id, expected, stored in chain_hashes(connection.execute(CHAINED_EVENTS)):

@@ -16,7 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
 
-from sqlalchemy import JSON, Connection, Engine, Table, create_engine, event
+from sqlalchemy import JSON, Engine, Table, create_engine, event
+from sqlalchemy import Connection as SQLConnection
 
 from memstore.errors import (
     DatabaseCorrupt,
@@ -25,6 +26,7 @@ from memstore.errors import (
     QueryFailed,
     StoreUnavailable,
 )
+from memstore.storage.dbapi import Connection
 from memstore.storage.reader import (
     BUSY_TIMEOUT_MS,
     check_revision,
@@ -72,7 +74,7 @@ def create_sqlite_engine(path: Path) -> Engine:
 ROWS_PER_INSERT = 500
 
 
-def insert_rows(connection: Connection, table: Table, rows: Sequence[dict[str, Any]]) -> None:
+def insert_rows(connection: SQLConnection, table: Table, rows: Sequence[dict[str, Any]]) -> None:
     """Insert many rows with multi-row INSERT statements.
 
     Not executemany: SQLite runs the FTS trigger of a one-row statement in its own
@@ -84,7 +86,8 @@ def insert_rows(connection: Connection, table: Table, rows: Sequence[dict[str, A
         return
     columns = list(table.c.keys())
     json_columns = {c.name for c in table.c if isinstance(c.type, JSON)}
-    one_row = "(" + ", ".join("?" * len(columns)) + ")"
+    mark = "?" if connection.dialect.paramstyle == "qmark" else "%s"
+    one_row = "(" + ", ".join([mark] * len(columns)) + ")"
     for start in range(0, len(rows), ROWS_PER_INSERT):
         chunk = rows[start : start + ROWS_PER_INSERT]
         values: list[Any] = []
@@ -107,15 +110,15 @@ def writer(engine: Engine) -> Engine:
 
 
 @contextmanager
-def dbapi_connection(engine: Engine) -> Iterator[sqlite3.Connection]:
+def dbapi_connection(engine: Engine) -> Iterator[Connection]:
     """A pooled DBAPI connection, for what SQLAlchemy cannot say (FTS5 queries, PRAGMAs)
     or says too slowly (a hot single statement, whose per-call overhead was most of its
-    latency)."""
+    latency). On PostgreSQL it is psycopg's, which executes alike (dbapi.Connection)."""
     pooled = engine.raw_connection()
     try:
-        yield cast(sqlite3.Connection, pooled.driver_connection)
+        yield cast(Connection, pooled.driver_connection)
     finally:
-        pooled.close()  # back to the pool
+        pooled.close()  # back to the pool (which rolls back what a read left open)
 
 
 def stored_revision(engine: Engine) -> str | None:

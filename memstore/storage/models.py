@@ -6,7 +6,17 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, cast
 
-from sqlalchemy import JSON, Column, ForeignKey, Index, Integer, LargeBinary, Table, text
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    Table,
+    text,
+)
 from sqlmodel import Field, SQLModel
 
 # The values read from the store live apart from the tables (records.py), for readers that
@@ -116,7 +126,10 @@ class ExportedFile(SQLModel, table=True):
     memory_version: int | None = None
     sha256: str
     size: int
-    mtime_ns: int
+    # Nanoseconds since 1970 need 64 bits (SQLite's INTEGER has them).
+    mtime_ns: int = Field(
+        sa_column=Column(BigInteger().with_variant(Integer(), "sqlite"), nullable=False)
+    )
     exported_at: str
 
 

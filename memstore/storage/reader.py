@@ -1,7 +1,8 @@
-"""Reading a memstore database on plain sqlite3, without SQLAlchemy: the read-only connection
-(`memctl sql` and a database that cannot be written use it too), the reads MemoryStore and
-StoreReader share, and StoreReader, the few reads `memctl hook` makes before every prompt
-(keyword recall's, and the index's), where importing the ORM would cost most of its time.
+"""Reading a memstore database on its DBAPI connection, without SQLAlchemy: the read-only
+SQLite connection (`memctl sql` and a database that cannot be written use it too), the reads
+MemoryStore and StoreReader share, on sqlite3 or psycopg alike (only the parameter marks and
+the full-text search differ), and StoreReader, the few reads `memctl hook` makes before every
+prompt (keyword recall's, and the index's), where importing the ORM would cost most of its time.
 """
 
 from __future__ import annotations
@@ -11,15 +12,17 @@ import os
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from memstore.errors import NoDatabase, SchemaTooNew, StoreUnavailable
+from memstore.settings import is_server_url
+from memstore.storage.dbapi import Connection, is_sqlite, mark
 from memstore.storage.records import RECORD_COLUMNS, MemoryRecord, MemorySummary
 from memstore.storage.schema_version import SCHEMA_HEAD, VERSION_TABLE
-from memstore.storage.search import match_expression, ranked_ids, segment
+from memstore.storage.search import match_expression, ranked_ids, ranked_matches, segment
 
 BUSY_TIMEOUT_MS = 15_000
-# Only question marks are added to it, never values.
+# Only parameter marks are added to it, never values.
 _SELECT_LIVE = f"SELECT {', '.join(RECORD_COLUMNS)} FROM memory WHERE deleted_at IS NULL"
 # SQLite limits the number of bound parameters in one statement.
 _IDS_PER_QUERY = 500
@@ -63,18 +66,21 @@ def _read_only_uri(path: Path, leave_no_files: bool) -> str:
     return uri
 
 
-def schema_revision(connection: sqlite3.Connection) -> str | None:
+def schema_revision(connection: Connection) -> str | None:
     """The schema revision a database records, None when it records none."""
-    table = connection.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (VERSION_TABLE,)
-    ).fetchone()
+    tables = (
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+        if is_sqlite(connection)
+        else "SELECT 1 WHERE to_regclass(%s) IS NOT NULL"
+    )
+    table = connection.execute(tables, (VERSION_TABLE,)).fetchone()
     if table is None:
         return None
     row = connection.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchone()
     return None if row is None else str(row[0])
 
 
-def check_revision(path: Path, revision: str | None, upgrade: str) -> None:
+def check_revision(path: Path | str, revision: str | None, upgrade: str) -> None:
     """Refuse a database this code cannot read as it is: SchemaTooNew for a newer schema,
     StoreUnavailable for an older one (`upgrade` says how it gets upgraded)."""
     if revision == SCHEMA_HEAD:
@@ -90,31 +96,62 @@ def check_revision(path: Path, revision: str | None, upgrade: str) -> None:
 def record_from_row(values: Sequence[Any]) -> MemoryRecord:
     """A memory from a row of RECORD_COLUMNS read on the DBAPI connection (`extra` is JSON)."""
     fields = dict(zip(RECORD_COLUMNS, values, strict=True))
-    fields["extra"] = json.loads(fields["extra"])
+    if isinstance(fields["extra"], str):  # psycopg hands out JSON parsed already
+        fields["extra"] = json.loads(fields["extra"])
     return MemoryRecord(**fields)
 
 
-def live_records(connection: sqlite3.Connection, ids: Sequence[int]) -> dict[int, MemoryRecord]:
+def live_records(connection: Connection, ids: Sequence[int]) -> dict[int, MemoryRecord]:
     """The live memories of these ids, by id."""
     found: dict[int, MemoryRecord] = {}
     for start in range(0, len(ids), _IDS_PER_QUERY):
         chunk = tuple(ids[start : start + _IDS_PER_QUERY])
-        marks = ", ".join("?" * len(chunk))
+        marks = ", ".join([mark(connection)] * len(chunk))
         rows = connection.execute(f"{_SELECT_LIVE} AND id IN ({marks})", chunk)
         records = [record_from_row(values) for values in rows]
         found.update((record.id, record) for record in records)
     return found
 
 
-def live_summaries(connection: sqlite3.Connection, type: str | None = None) -> list[MemorySummary]:
+def live_summaries(connection: Connection, type: str | None = None) -> list[MemorySummary]:
     """Name, type and description of the live memories (of one checked type), by name."""
     query = "SELECT name, type, description FROM memory WHERE deleted_at IS NULL"
     parameters: tuple[str, ...] = ()
     if type is not None:
-        query += " AND type = ?"
+        query += f" AND type = {mark(connection)}"
         parameters = (type,)
     rows = connection.execute(query + " ORDER BY name", parameters).fetchall()
     return [MemorySummary(*row) for row in rows]
+
+
+def rank_ids(connection: Connection, terms: list[str], limit: int) -> dict[int, float]:
+    """The relevance (higher is better) of the best `limit` live memories matching any of
+    `terms` (quoted terms: search.query_terms), by id."""
+    if is_sqlite(connection):
+        return ranked_ids(
+            cast(sqlite3.Connection, connection), match_expression(terms, any_term=True), limit
+        )
+    from memstore.storage import pg_search
+
+    return pg_search.ranked_ids(connection, terms, limit)
+
+
+def ranked_records(
+    connection: Connection, terms: list[str], limit: int, type: str | None, *, any_term: bool
+) -> list[tuple[MemoryRecord, float]]:
+    """Live memories matching all of `terms` (any, with any_term), of `type` when given,
+    best first, with their relevance (higher is better)."""
+    if is_sqlite(connection):
+        expression = match_expression(terms, any_term=any_term)
+        sqlite = cast(sqlite3.Connection, connection)
+        rows = ranked_matches(sqlite, RECORD_COLUMNS, expression, limit, type)
+    else:
+        from memstore.storage import pg_search
+
+        rows = pg_search.ranked_matches(
+            connection, RECORD_COLUMNS, terms, limit, type, any_term=any_term
+        )
+    return [(record_from_row(values), -float(score)) for *values, score in rows]
 
 
 class StoreReader:
@@ -123,13 +160,21 @@ class StoreReader:
     SchemaTooNew); sqlite3.Error for what SQLite refuses. It is never written, and reading
     it leaves no file behind."""
 
-    def __init__(self, path: Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
-        self.path = Path(path)
-        if not self.path.is_file():
-            raise NoDatabase(str(self.path))
-        self._connection = connect_read_only(
-            self.path, busy_timeout_ms=busy_timeout_ms, leave_no_files=True
-        )
+    def __init__(self, path: Path | str, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
+        self._connection: Connection
+        self.path: Path | str
+        if isinstance(path, str) and is_server_url(path):
+            from memstore.storage.server import connect_reader
+
+            self.path = path
+            self._connection = connect_reader(path)
+        else:
+            file = self.path = Path(path)
+            if not file.is_file():
+                raise NoDatabase(str(file))
+            self._connection = connect_read_only(
+                file, busy_timeout_ms=busy_timeout_ms, leave_no_files=True
+            )
         try:
             check_revision(
                 self.path,
@@ -151,7 +196,7 @@ class StoreReader:
 
     def rank_ids(self, terms: list[str], limit: int) -> dict[int, float]:
         """The bm25 score of the best `limit` live memories matching any of `terms`, by id."""
-        return ranked_ids(self._connection, match_expression(terms, any_term=True), limit)
+        return rank_ids(self._connection, terms, limit)
 
     def by_ids(self, ids: Sequence[int]) -> dict[int, MemoryRecord]:
         """The live memories of these ids, by id."""

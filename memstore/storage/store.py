@@ -1,5 +1,6 @@
-"""MemoryStore: memories in SQLite, every write with its history event in one transaction
-(storage/transaction.py), its history read through `store.history` (storage/history.py)."""
+"""MemoryStore: memories in SQLite or PostgreSQL, every write with its history event in one
+transaction (storage/transaction.py), its history read through `store.history`
+(storage/history.py)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,15 @@ import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from sqlalchemy import func, select
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from memstore.errors import MemoryNotFound, StoreUnavailable
+from memstore.settings import is_server_url
 from memstore.storage.chain import ChainReport
+from memstore.storage.dbapi import Connection
 from memstore.storage.engine import (
     BUSY_TIMEOUT_MS,
     ReadOnlyQuery,
@@ -31,14 +34,16 @@ from memstore.storage.models import (
     memory_table,
     utc_now,
 )
-from memstore.storage.reader import live_records, live_summaries, record_from_row
-from memstore.storage.records import RECORD_COLUMNS, SearchHit
-from memstore.storage.search import (
-    match_expression,
-    ranked_ids,
-    ranked_matches,
-    search_terms,
+from memstore.storage.reader import (
+    live_records,
+    live_summaries,
+    mark,
+    rank_ids,
+    ranked_records,
 )
+from memstore.storage.records import SearchHit
+from memstore.storage.search import search_terms
+from memstore.storage.server import first_line
 from memstore.storage.transaction import WriteTransaction
 from memstore.storage.validation import check_type
 
@@ -50,16 +55,29 @@ class PurgeReport(NamedTuple):
 
 
 class MemoryStore:
-    """A memstore database. Opening it creates or migrates the schema; with create=False
-    it must exist, and is opened read-only where it cannot be written (engine.open_database)."""
+    """A memstore database: a SQLite file, or a PostgreSQL database when `path` is a
+    postgresql:// URL (`path` is then None, `url` the URL). Opening it creates or migrates
+    the schema; with create=False a file must exist, and is opened read-only where it
+    cannot be written (engine.open_database)."""
 
     def __init__(
         self, path: str | Path, *, actor: str = "api", command: str = "", create: bool = True
     ) -> None:
-        self.path = Path(path)
+        self.url: str | None = None
+        self.path: Path | None = None
+        if is_server_url(path):
+            from memstore.storage.postgres import open_postgres
+            from memstore.storage.server import shown_url
+
+            self.url = str(path)
+            self.location = shown_url(self.url)
+            self.engine = open_postgres(self.url, create=create)
+        else:
+            self.path = Path(path)
+            self.location = str(self.path)
+            self.engine = open_database(self.path, create=create)
         self.actor = actor
         self.command = command
-        self.engine = open_database(self.path, create=create)
         self._writer = writer(self.engine)
         self.history = History(self.engine)
 
@@ -111,10 +129,16 @@ class MemoryStore:
                 yield tx
                 tx.write()
         except OperationalError as error:
-            raise StoreUnavailable(f"database {self.path} is unavailable: {error.orig}") from error
-        except IntegrityError as error:  # a bug if it happens: say so in one line, roll back
             raise StoreUnavailable(
-                f"database {self.path} refused the change: {error.orig}"
+                f"database {self.location} is unavailable: {first_line(error.orig)}"
+            ) from error
+        except DBAPIError as error:
+            # An IntegrityError is a bug if it happens; on PostgreSQL a trigger's or a
+            # privilege's refusal too: say so in one line, roll back.
+            if self.url is None and not isinstance(error, IntegrityError):
+                raise
+            raise StoreUnavailable(
+                f"database {self.location} refused the change: {first_line(error.orig)}"
             ) from error
 
     # -- writes -----------------------------------------------------------------------------
@@ -167,11 +191,12 @@ class MemoryStore:
         with self.transaction() as tx:
             memories = tx.purge(name)
             run_id = tx.run_id
-        with self._sqlite() as connection:
-            connection.execute("PRAGMA secure_delete = OFF")
-            # Old page images in the write-ahead log still hold the text: fold the log
-            # into the database and empty it (readers still running may delay that).
-            connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        if self.url is None:
+            with self._dbapi() as connection:
+                connection.execute("PRAGMA secure_delete = OFF")
+                # Old page images in the write-ahead log still hold the text: fold the log
+                # into the database and empty it (readers still running may delay that).
+                connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         purges = memory_purge_table.c
         with self.engine.connect() as connection:
             events = connection.execute(
@@ -207,7 +232,7 @@ class MemoryStore:
     def count(self) -> int:
         # On the DBAPI connection: every recall asks first, and SQLAlchemy's per-call overhead
         # was most of the time of a count the live-name index answers.
-        with self._sqlite() as connection:
+        with self._dbapi() as connection:
             row = connection.execute("SELECT count(*) FROM memory WHERE deleted_at IS NULL")
             return int(row.fetchone()[0])
 
@@ -223,28 +248,20 @@ class MemoryStore:
             check_type(type)
         if not terms or limit <= 0:
             return []
-        return self._ranked(
-            match_expression(terms), match_expression(terms, any_term=True), limit, type
-        )
-
-    def _ranked(
-        self, expression: str, fallback: str | None, limit: int, type: str | None = None
-    ) -> list[SearchHit]:
-        """Hits for `expression`; for `fallback` when there are none."""
-        with self._sqlite() as connection:
-            rows = ranked_matches(connection, RECORD_COLUMNS, expression, limit, type)
-            if not rows and fallback is not None and fallback != expression:
-                rows = ranked_matches(connection, RECORD_COLUMNS, fallback, limit, type)
-        return [SearchHit(record_from_row(values), -float(score)) for *values, score in rows]
+        with self._dbapi() as connection:
+            hits = ranked_records(connection, terms, limit, type, any_term=False)
+            if not hits and len(terms) > 1:
+                hits = ranked_records(connection, terms, limit, type, any_term=True)
+        return [SearchHit(record, score) for record, score in hits]
 
     def rank_ids(self, terms: list[str], limit: int) -> dict[int, float]:
         """The bm25 score of the best `limit` live memories matching any of `terms`, by id."""
-        with self._sqlite() as connection:
-            return ranked_ids(connection, match_expression(terms, any_term=True), limit)
+        with self._dbapi() as connection:
+            return rank_ids(connection, terms, limit)
 
     def by_ids(self, ids: Sequence[int]) -> dict[int, MemoryRecord]:
         """The live memories of these ids, by id."""
-        with self._sqlite() as connection:
+        with self._dbapi() as connection:
             return live_records(connection, ids)
 
     # -- semantic recall's vectors: derived data, like the FTS index, not history ------------
@@ -253,36 +270,40 @@ class MemoryStore:
         """A value that changes whenever a memory is created, changed, deleted or restored:
         every such write appends to the history, whose last id this is. One index lookup,
         cheap enough for every recall, and unlike timestamps it does not depend on the clock."""
-        with self._sqlite() as connection:
+        with self._dbapi() as connection:
             return tuple(connection.execute("SELECT max(id) FROM memory_event").fetchone())
 
     def live_vectors(self, model: str) -> list[tuple[int, int, bytes | None]]:
         """(id, version, vector) of each live memory; the vector is None when there is none
         for its current version and this model."""
-        with self._sqlite() as connection:
-            return connection.execute(
+        with self._dbapi() as connection:
+            rows = connection.execute(
                 "SELECT m.id, m.version, v.vector FROM memory AS m"
                 " LEFT JOIN memory_vector AS v ON v.memory_id = m.id"
-                " AND v.model = ? AND v.memory_version = m.version"
+                f" AND v.model = {mark(connection)} AND v.memory_version = m.version"
                 " WHERE m.deleted_at IS NULL ORDER BY m.id",
                 (model,),
             ).fetchall()
+        # psycopg reads bytea as memoryview
+        return [(i, version, None if v is None else bytes(v)) for i, version, v in rows]
 
     def read_only_query(
         self, sql: str, *, timeout: float | None = None, max_rows: int | None = None
     ) -> ReadOnlyQuery:
         """The user's SQL on a connection of its own that cannot write (see ReadOnlyQuery),
         on this store's database, migrated when it was opened."""
+        if self.path is None:
+            raise StoreUnavailable("memctl sql on PostgreSQL is not there yet (docs/postgresql.md)")
         return ReadOnlyQuery(self.path, sql, timeout=timeout, max_rows=max_rows)
 
     def vector_counts(self, model: str) -> tuple[int, int]:
         """How many live memories have a vector of their current version, and how many
         live memories there are (counted in SQL: no vector is read)."""
-        with self._sqlite() as connection:
+        with self._dbapi() as connection:
             row = connection.execute(
                 "SELECT count(v.memory_id), count(*) FROM memory AS m"
                 " LEFT JOIN memory_vector AS v ON v.memory_id = m.id"
-                " AND v.model = ? AND v.memory_version = m.version"
+                f" AND v.model = {mark(connection)} AND v.memory_version = m.version"
                 " WHERE m.deleted_at IS NULL",
                 (model,),
             ).fetchone()
@@ -294,6 +315,9 @@ class MemoryStore:
         """Store (memory id, its version, vector) rows, replacing older ones, in one
         transaction, waiting at most `wait_ms` for another writer (semantic recall waits
         little: vectors are derived data it may as well keep unsaved for a while)."""
+        if self.url is not None:
+            self._save_vectors_postgres(model, rows, wait_ms=wait_ms)
+            return
         with self._sqlite() as connection:
             connection.execute(f"PRAGMA busy_timeout = {int(wait_ms)}")
             try:
@@ -311,12 +335,34 @@ class MemoryStore:
             finally:
                 connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
+    def _save_vectors_postgres(
+        self, model: str, rows: Sequence[tuple[int, int, bytes]], *, wait_ms: int
+    ) -> None:
+        try:
+            with self.engine.begin() as connection:
+                connection.exec_driver_sql(f"SET LOCAL lock_timeout = {int(wait_ms)}")
+                connection.exec_driver_sql(
+                    "INSERT INTO memory_vector (memory_id, model, memory_version, vector)"
+                    " VALUES (%s, %s, %s, %s) ON CONFLICT (memory_id) DO UPDATE SET"
+                    " model = excluded.model, memory_version = excluded.memory_version,"
+                    " vector = excluded.vector",
+                    [(memory_id, model, version, vector) for memory_id, version, vector in rows],
+                )
+        except (OperationalError, IntegrityError) as error:
+            raise StoreUnavailable(
+                f"database {self.location} is unavailable: {first_line(error.orig)}"
+            ) from error
+
     def _sqlite(self) -> AbstractContextManager[sqlite3.Connection]:
+        return cast(AbstractContextManager[sqlite3.Connection], dbapi_connection(self.engine))
+
+    def _dbapi(self) -> AbstractContextManager[Connection]:
+        """The DBAPI connection, sqlite3's or psycopg's: for the reads both run alike."""
         return dbapi_connection(self.engine)
 
     def summaries(self, type: str | None = None) -> list[MemorySummary]:
         """Name, type and description of the live memories, by name: cheaper than memories()."""
         # On the DBAPI connection: the index goes into every chat turn's system prompt, and
         # SQLAlchemy's per-row processing took 9 ms of this at 1,000 memories (now 1 ms).
-        with self._sqlite() as connection:
+        with self._dbapi() as connection:
             return live_summaries(connection, None if type is None else check_type(type))

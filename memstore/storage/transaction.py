@@ -21,7 +21,13 @@ from sqlalchemy import (
     update,
 )
 
-from memstore.errors import MemoryExists, MemoryNotFound, NothingToRestore, SecretRefused
+from memstore.errors import (
+    MemoryExists,
+    MemoryNotFound,
+    NothingToRestore,
+    SecretRefused,
+    StoreUnavailable,
+)
 from memstore.storage import chain
 from memstore.storage.engine import insert_rows, to_json
 from memstore.storage.models import (
@@ -276,6 +282,10 @@ class WriteTransaction:
         memories = [self.by_id(memory_id) for memory_id in ids]
         if not memories:
             raise MemoryNotFound(name)
+        if self._on_postgres():
+            raise StoreUnavailable(
+                "memctl purge on PostgreSQL is not there yet (docs/postgresql.md)"
+            )
         # Freed space is overwritten with zeros, so the erased text is not left in the file.
         self.connection.exec_driver_sql("PRAGMA secure_delete = ON")
         for memory in memories:
@@ -424,9 +434,16 @@ class WriteTransaction:
                 [{**row, "b_id": row["id"]} for row in existing],
             )
         insert_rows(self.connection, memory_table, created)
+        if self._on_postgres():
+            from memstore.storage import pg_search
+
+            pg_search.index(self.connection, self._changed.values())
         self._write_run()
         insert_rows(self.connection, memory_event_table, self._chained_events())
         self._erase_purged()
+
+    def _on_postgres(self) -> bool:
+        return self.connection.dialect.name == "postgresql"
 
     def _chained_events(self) -> list[dict[str, Any]]:
         """The event rows, numbered after the last event and each hashed onto the chain

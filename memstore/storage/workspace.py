@@ -80,14 +80,17 @@ def workspace_of_database(database: Path) -> Workspace | None:
 
 
 def locate(
-    given: Path | None, start: Path, ceilings: Collection[Path] = ()
-) -> tuple[Path, Workspace]:
+    given: Path | str | None, start: Path, ceilings: Collection[Path] = ()
+) -> tuple[Path | str, Workspace]:
     """The database and the workspace, as every door onto the store finds them: the database
     `given` (by --db or MEMSTORE_DB) and the workspace it sits in, or else the workspace found
-    upward from `start` and its database."""
+    upward from `start` and its database. A server's URL (a str) is given back as it is, with
+    the workspace found upward from `start`."""
     found = find_workspace(start, ceilings=ceilings)
     if given is None:
         return found.database, found
+    if isinstance(given, str):
+        return given, found
     database = Path(os.path.abspath(given))
     return database, workspace_of_database(database) or found
 

@@ -1,5 +1,8 @@
 """Initial schema: memories, runs, the append-only event log, export state, FTS5 and audit views.
 
+On PostgreSQL: the same tables and views (the views in its SQL), no FTS5 (0002 makes its
+index) and no triggers yet (0005 makes its append-only ones).
+
 Revision ID: 0001
 Revises:
 Create Date: 2026-11-30
@@ -109,6 +112,35 @@ AUDIT_VIEWS = [
 ]
 
 
+# The audit views in PostgreSQL's SQL: the same names, columns and rows.
+POSTGRES_AUDIT_VIEWS = [
+    """
+    CREATE VIEW memory_history AS
+    SELECT e.id AS event_id, e.created_at AS at, e.memory_id, e.memory_name, e.operation,
+           e.actor, e.run_id, r.command,
+           e.old_value ->> 'description' AS old_description,
+           e.new_value ->> 'description' AS new_description,
+           e.old_value ->> 'type' AS old_type,
+           e.new_value ->> 'type' AS new_type,
+           e.old_value ->> 'body' AS old_body,
+           e.new_value ->> 'body' AS new_body
+    FROM memory_event AS e JOIN run AS r ON r.id = e.run_id
+    """,
+    AUDIT_VIEWS[1],
+    """
+    CREATE VIEW run_summary AS
+    SELECT r.id AS run_id, r.started_at, r.actor, r.command,
+           count(e.id) AS events,
+           sum((e.operation = 'create')::int) AS created,
+           sum((e.operation = 'update')::int) AS updated,
+           sum((e.operation = 'delete')::int) AS deleted,
+           sum((e.operation = 'restore')::int) AS restored
+    FROM run AS r LEFT JOIN memory_event AS e ON e.run_id = r.id
+    GROUP BY r.id
+    """,
+]
+
+
 def upgrade() -> None:
     op.create_table(
         "memory",
@@ -168,23 +200,29 @@ def upgrade() -> None:
         sa.Column("memory_version", sa.Integer(), nullable=True),
         sa.Column("sha256", sa.String(), nullable=False),
         sa.Column("size", sa.Integer(), nullable=False),
-        sa.Column("mtime_ns", sa.Integer(), nullable=False),
+        # Nanoseconds since 1970 need 64 bits (SQLite's INTEGER has them).
+        sa.Column("mtime_ns", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
         sa.Column("exported_at", sa.String(), nullable=False),
     )
-    for statement in [
-        LIVE_MEMORY_VIEW,
-        FTS_TABLE,
-        *FTS_TRIGGERS,
-        *APPEND_ONLY_TRIGGERS,
-        *AUDIT_VIEWS,
-    ]:
+    if op.get_bind().dialect.name == "postgresql":
+        statements = [LIVE_MEMORY_VIEW, *POSTGRES_AUDIT_VIEWS]
+    else:
+        statements = [
+            LIVE_MEMORY_VIEW,
+            FTS_TABLE,
+            *FTS_TRIGGERS,
+            *APPEND_ONLY_TRIGGERS,
+            *AUDIT_VIEWS,
+        ]
+    for statement in statements:
         op.execute(statement)
 
 
 def downgrade() -> None:
     for view in ["run_summary", "deleted_memory", "memory_history"]:
         op.execute(f"DROP VIEW {view}")
-    op.execute("DROP TABLE memory_fts")
+    if op.get_bind().dialect.name != "postgresql":
+        op.execute("DROP TABLE memory_fts")
     op.execute("DROP VIEW live_memory")
     op.drop_table("exported_file")
     op.drop_table("memory_event")

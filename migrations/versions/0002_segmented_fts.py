@@ -5,6 +5,9 @@ than reading them from live_memory), so plain sqlite3 can still search it; the t
 segment with memstore_segment, which memstore registers on every connection. Writes to
 `memory` therefore go through memstore, which also records them in history.
 
+On PostgreSQL: its own index instead (storage/pg_search.py), memory_fts holding a tsvector
+per live memory under a GIN index, written by memstore's writes (the segmentation is Python).
+
 Revision ID: 0002
 Revises: 0001
 Create Date: 2026-11-30
@@ -35,6 +38,9 @@ def _drop_index() -> None:
 
 
 def upgrade() -> None:
+    if op.get_bind().dialect.name == "postgresql":
+        _create_postgres_index()
+        return
     _drop_index()
     op.execute(f"CREATE VIRTUAL TABLE memory_fts USING fts5(name, description, body, {TOKENIZE})")
     op.execute(
@@ -62,8 +68,28 @@ def upgrade() -> None:
     )
 
 
+def _create_postgres_index() -> None:
+    from memstore.storage import pg_search
+    from memstore.storage.reader import RECORD_COLUMNS, record_from_row
+
+    op.execute(
+        "CREATE TABLE memory_fts ("
+        " memory_id INTEGER PRIMARY KEY REFERENCES memory (id) ON DELETE CASCADE,"
+        " document TSVECTOR NOT NULL)"
+    )
+    op.execute("CREATE INDEX ix_memory_fts_document ON memory_fts USING GIN (document)")
+    connection = op.get_bind()
+    rows = connection.exec_driver_sql(
+        f"SELECT {', '.join(RECORD_COLUMNS)} FROM memory WHERE deleted_at IS NULL"
+    )
+    pg_search.index(connection, [record_from_row(row) for row in rows])
+
+
 def downgrade() -> None:
     """Back to 0001's index: unsegmented, external content over live_memory."""
+    if op.get_bind().dialect.name == "postgresql":
+        op.execute("DROP TABLE memory_fts")
+        return
     _drop_index()
     op.execute(
         "CREATE VIRTUAL TABLE memory_fts USING fts5(name, description, body, "

@@ -14,6 +14,8 @@ Create Date: 2026-11-30
 
 from __future__ import annotations
 
+import re
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -61,6 +63,13 @@ CONSOLIDATION_MERGE = """
 """
 
 
+def _in_dialect(view: str) -> str:
+    """PostgreSQL sums no booleans: there, each of the view's sums counts 1s and 0s."""
+    if op.get_bind().dialect.name != "postgresql":
+        return view
+    return re.sub(r"sum\((e\.operation = '\w+')\)", r"sum((\1)::int)", view)
+
+
 def upgrade() -> None:
     op.add_column("run", sa.Column("session_id", sa.String(), nullable=True))
     op.add_column("run", sa.Column("undoes", sa.String(), nullable=True))
@@ -68,14 +77,14 @@ def upgrade() -> None:
     op.create_index("ix_run_undoes", "run", ["undoes"])
     op.add_column("memory_event", sa.Column("merged_into", sa.Integer(), nullable=True))
     op.execute("DROP VIEW run_summary")
-    op.execute(RUN_SUMMARY)
+    op.execute(_in_dialect(RUN_SUMMARY))
     op.execute(CONSOLIDATION_MERGE)
 
 
 def downgrade() -> None:
     op.execute("DROP VIEW consolidation_merge")
     op.execute("DROP VIEW run_summary")
-    op.execute(OLD_RUN_SUMMARY)
+    op.execute(_in_dialect(OLD_RUN_SUMMARY))
     op.drop_column("memory_event", "merged_into")
     op.drop_index("ix_run_undoes", "run")
     op.drop_index("ix_run_session_id", "run")

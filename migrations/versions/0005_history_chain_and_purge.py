@@ -8,6 +8,10 @@
   marker holding their SHA-256, every other column as it was, for a memory in memory_purge;
   likewise a run's command. The chain catches whatever bypasses the triggers.
 
+On PostgreSQL: triggers refuse every UPDATE, DELETE and TRUNCATE of memory_event, run and
+memory_purge (memctl purge is not there yet on PostgreSQL), and the primary keys refuse a
+reused id; the role layout in docs/postgresql.md keeps the application role from even trying.
+
 Revision ID: 0005
 Revises: 0004
 Create Date: 2026-11-30
@@ -102,6 +106,28 @@ TRIGGERS = [
     """,
 ]
 
+APPEND_ONLY_TABLES = ("memory_event", "run", "memory_purge")
+POSTGRES_REFUSE = """
+    CREATE FUNCTION memstore_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        RAISE EXCEPTION '% is append-only', TG_TABLE_NAME USING ERRCODE = 'restrict_violation';
+    END
+    $$
+"""
+
+
+def _postgres_triggers() -> list[str]:
+    statements = [POSTGRES_REFUSE]
+    for table in APPEND_ONLY_TABLES:
+        statements += [
+            f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table}"
+            " FOR EACH ROW EXECUTE FUNCTION memstore_append_only()",
+            f"CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table}"
+            " FOR EACH STATEMENT EXECUTE FUNCTION memstore_append_only()",
+        ]
+    return statements
+
+
 OLD_NO_UPDATE = """
     CREATE TRIGGER memory_event_no_update BEFORE UPDATE ON memory_event BEGIN
         SELECT RAISE(ABORT, 'memory_event is append-only');
@@ -109,8 +135,13 @@ OLD_NO_UPDATE = """
 """
 
 
+def _postgres() -> bool:
+    return op.get_bind().dialect.name == "postgresql"
+
+
 def upgrade() -> None:
-    op.execute("DROP TRIGGER memory_event_no_update")
+    if not _postgres():
+        op.execute("DROP TRIGGER memory_event_no_update")
     op.add_column("memory_event", sa.Column("hash", sa.String(), nullable=True))
     op.create_table(
         "memory_purge",
@@ -128,23 +159,33 @@ def upgrade() -> None:
     hashes = [{"id": id_, "hash": expected} for id_, expected, _ in chain_hashes(rows)]
     if hashes:
         connection.execute(sa.text("UPDATE memory_event SET hash = :hash WHERE id = :id"), hashes)
-    for trigger in TRIGGERS:
+    for trigger in _postgres_triggers() if _postgres() else TRIGGERS:
         op.execute(trigger)
 
 
 def downgrade() -> None:
+    if _postgres():
+        for table in APPEND_ONLY_TABLES:
+            op.execute(f"DROP TRIGGER {table}_append_only ON {table}")
+            op.execute(f"DROP TRIGGER {table}_no_truncate ON {table}")
+        op.execute("DROP FUNCTION memstore_append_only()")
     for trigger in (
-        "memory_purge_no_delete",
-        "memory_purge_no_update",
-        "run_no_replace",
-        "run_no_delete",
-        "run_no_update",
-        "memory_event_no_replace",
-        "memory_event_no_update",
+        ()
+        if _postgres()
+        else (
+            "memory_purge_no_delete",
+            "memory_purge_no_update",
+            "run_no_replace",
+            "run_no_delete",
+            "run_no_update",
+            "memory_event_no_replace",
+            "memory_event_no_update",
+        )
     ):
         op.execute(f"DROP TRIGGER {trigger}")
     op.drop_index("ix_memory_purge_memory_id", "memory_purge")
     op.drop_index("ix_memory_purge_run_id", "memory_purge")
     op.drop_table("memory_purge")
     op.drop_column("memory_event", "hash")
-    op.execute(OLD_NO_UPDATE)
+    if not _postgres():
+        op.execute(OLD_NO_UPDATE)

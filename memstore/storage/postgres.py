@@ -1,0 +1,123 @@
+"""The PostgreSQL engine: a pooled psycopg 3 engine with a connect timeout, writers in turn,
+and migrate-on-open, as engine.py does for SQLite (docs/postgresql.md).
+
+psycopg is imported by SQLAlchemy when the engine first connects, never by memstore's import:
+it is the optional `postgres` extra.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+
+from memstore.errors import StoreUnavailable
+from memstore.storage.engine import to_json, writer
+from memstore.storage.schema_version import SCHEMA_HEAD, VERSION_TABLE
+from memstore.storage.server import (
+    CONNECT_TIMEOUT_S,
+    MISSING_DRIVER,
+    server_error,
+    shown_url,
+)
+
+# How long a writer waits for another writer's transaction before giving up, as SQLite's
+# busy timeout does.
+LOCK_TIMEOUT_MS = 15_000
+# The key of the advisory lock every write transaction takes first: writers go in turn, so
+# that numbering new memories and events from the highest id stays safe, as under SQLite's
+# BEGIN IMMEDIATE. (Per project namespace, once there are namespaces: docs/postgresql.md.)
+WRITER_LOCK = 0x6D656D73  # "mems"
+POOL_SIZE = 5
+
+
+def driver_url(url: str) -> str:
+    """The SQLAlchemy URL of a postgresql:// URL: psycopg 3 as the driver."""
+    parsed = make_url(url)
+    return parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+
+
+def _begin(connection: Any) -> None:
+    # A writer waits for the previous writer's commit, then holds the lock to its own end.
+    if connection.get_execution_options().get("sqlite_begin") == "IMMEDIATE":
+        connection.exec_driver_sql(f"SET LOCAL lock_timeout = {LOCK_TIMEOUT_MS}")
+        connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITER_LOCK})")
+
+
+def create_postgres_engine(url: str) -> Engine:
+    if importlib.util.find_spec("psycopg") is None:
+        raise StoreUnavailable(MISSING_DRIVER)
+    engine = create_engine(
+        driver_url(url),
+        connect_args={"connect_timeout": CONNECT_TIMEOUT_S, "application_name": "memstore"},
+        pool_size=POOL_SIZE,
+        # A connection the server dropped (a restart) is replaced, not handed out.
+        pool_pre_ping=True,
+        json_serializer=to_json,
+    )
+    event.listen(engine, "begin", _begin)
+    return engine
+
+
+def stored_revision(engine: Engine) -> str | None:
+    with engine.connect() as connection:
+        table = connection.exec_driver_sql(
+            "SELECT to_regclass(%(name)s)", {"name": VERSION_TABLE}
+        ).scalar()
+        if table is None:
+            return None
+        return connection.exec_driver_sql(f"SELECT version_num FROM {VERSION_TABLE}").scalar()
+
+
+def open_postgres(url: str, *, create: bool = True) -> Engine:
+    """An engine on an up-to-date database on the server at `url`, migrated as needed (with
+    create=False too: the server's database exists, and migrating it is what opening does)."""
+    engine: Engine | None = None
+    try:
+        engine = create_postgres_engine(url)
+        if stored_revision(engine) != SCHEMA_HEAD:
+            from memstore.storage.migrate import upgrade_to_head  # imports Alembic
+
+            upgrade_to_head(writer(engine), shown_url(url))
+    except BaseException as error:
+        if engine is not None:
+            engine.dispose()
+        translated = server_error(url, error)
+        if translated is error:
+            raise
+        raise translated from error
+    return engine
+
+
+# The role layout (docs/postgresql.md): the owner role migrates and owns the tables; an
+# application role reads and writes memories but may only append to history.
+APPEND_ONLY = ("memory_event", "run", "memory_purge")
+WRITABLE = ("memory", "memory_fts", "memory_vector", "exported_file")
+READABLE = (
+    VERSION_TABLE,
+    "live_memory",
+    "memory_history",
+    "deleted_memory",
+    "run_summary",
+    "consolidation_merge",
+)
+_ROLE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+def grant_application_role(engine: Engine, role: str) -> None:
+    """Grant `role` what memstore needs on this (migrated) database, and no more: no
+    UPDATE, DELETE or TRUNCATE on history, nothing of the schema's. Run as the owner."""
+    if not _ROLE.fullmatch(role):
+        raise StoreUnavailable(f"{role!r} is no role name memstore grants to (a-z, 0-9, _)")
+    with engine.begin() as connection:
+        for statement in (
+            f'GRANT USAGE ON SCHEMA public TO "{role}"',
+            f'GRANT SELECT, INSERT ON {", ".join(APPEND_ONLY)} TO "{role}"',
+            f'GRANT SELECT, INSERT, UPDATE, DELETE ON {", ".join(WRITABLE)} TO "{role}"',
+            f'GRANT SELECT ON {", ".join(READABLE)} TO "{role}"',
+            f'GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO "{role}"',
+        ):
+            connection.exec_driver_sql(statement)

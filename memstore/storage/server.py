@@ -1,0 +1,70 @@
+"""Reaching a PostgreSQL server, without SQLAlchemy: the URL as messages show it, a driver's
+failure as one line, and StoreReader's read-only psycopg connection (`memctl hook` reads with
+it before every prompt). The SQLAlchemy engine is postgres.py's."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from memstore.errors import MemstoreError, StoreUnavailable
+
+# A server that does not answer is reported after this long, not after TCP's minutes.
+CONNECT_TIMEOUT_S = 5
+MISSING_DRIVER = (
+    "memstore on PostgreSQL needs psycopg 3: pip install 'agent-memstore[postgres]'"
+    " (or pip install '.[postgres]' in a clone)"
+)
+
+
+def shown_url(url: str) -> str:
+    """The URL for messages: the password, if any, left out."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
+
+
+def server_error(url: str, error: BaseException) -> BaseException:
+    """The one-line error for a failure to reach or use the server at `url`; `error` itself
+    when it is no database error (a bug, or already a MemstoreError)."""
+    if isinstance(error, MemstoreError):
+        return error
+    reason = getattr(error, "orig", None) or error
+    module = type(reason).__module__
+    if module.startswith("psycopg"):
+        return StoreUnavailable(
+            f"cannot use the PostgreSQL database {shown_url(url)}: {first_line(reason)}"
+        )
+    return error
+
+
+def first_line(error: BaseException | None) -> str:
+    """A driver's message in one line (psycopg's have a DETAIL and a CONTEXT below it)."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def connect_reader(url: str) -> Any:
+    """A psycopg connection that cannot write, without SQLAlchemy (StoreReader's, for
+    `memctl hook`): each statement its own read-only transaction."""
+    try:
+        import psycopg
+    except ImportError:
+        raise StoreUnavailable(MISSING_DRIVER) from None
+    # libpq reads postgresql:// URLs itself; SQLAlchemy's driver suffix is no part of them.
+    conninfo = re.sub(r"^postgresql\+psycopg://", "postgresql://", url, flags=re.IGNORECASE)
+    try:
+        connection = psycopg.connect(
+            conninfo,
+            connect_timeout=CONNECT_TIMEOUT_S,
+            autocommit=True,
+            application_name="memstore",
+        )
+    except psycopg.Error as error:
+        raise server_error(url, error) from None
+    connection.execute("SET default_transaction_read_only = on")
+    return connection

@@ -1,0 +1,157 @@
+"""PostgreSQL as memstore's second engine: selecting it, migrating it with the same Alembic
+history, memctl against a server, a server that is down, and history that the database keeps
+append-only (triggers, and a role that cannot change events). The store's own tests run on
+both engines (the modules and tests marked `both_engines`: tests/test_store.py, and the
+schema's match with the models in tests/test_migrations.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from alembic import command
+from sqlalchemy.exc import DBAPIError
+
+from memstore.errors import SchemaTooNew, StoreUnavailable
+from memstore.settings import Settings
+from memstore.storage.migrate import alembic_config
+from memstore.storage.postgres import create_postgres_engine, grant_application_role
+from memstore.storage.reader import StoreReader
+from memstore.storage.schema_version import VERSION_TABLE
+from memstore.storage.search import query_terms
+from memstore.storage.store import MemoryStore
+from tests.conftest import MemctlRunner, database_errors, raw_sql
+from tests.postgres_cluster import Cluster
+
+# A server nobody listens at: the connection is refused at once.
+NO_SERVER = "postgresql://memstore@127.0.0.1:1/memstore"
+
+
+def test_a_url_selects_postgresql_and_a_path_sqlite(postgres_url: str, tmp_path: Path) -> None:
+    assert Settings.from_environment({"MEMSTORE_DB": postgres_url}).db == postgres_url
+    assert Settings.from_environment({"MEMSTORE_DB": "x/m.db"}).db == Path("x/m.db")
+    with MemoryStore(postgres_url) as store:
+        assert store.engine.dialect.name == "postgresql"
+        assert store.path is None and store.url == postgres_url
+    with MemoryStore(tmp_path / "m.db") as store:
+        assert store.engine.dialect.name == "sqlite" and store.url is None
+
+
+def test_downgrade_to_base_and_up_again(postgres_url: str) -> None:
+    with MemoryStore(postgres_url) as store:
+        store.create("kept", "user", "survives nothing", "a downgrade to base drops all")
+        config = alembic_config()
+        with store.engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.downgrade(config, "base")
+    with MemoryStore(postgres_url) as store:  # opening migrates the empty database back up
+        store.create("revived", "user", "d", "body words")
+        assert [h.memory.name for h in store.search("words")] == ["revived"]
+
+
+def test_a_newer_schema_is_refused(postgres_url: str, postgres_cluster: Cluster) -> None:
+    MemoryStore(postgres_url).close()
+    name = Cluster.name_of(postgres_url)
+    postgres_cluster.execute(f"UPDATE {VERSION_TABLE} SET version_num = '9999'", database=name)
+    with pytest.raises(SchemaTooNew, match="newer memstore"):
+        MemoryStore(postgres_url)
+
+
+def test_memctl_works_against_a_server(postgres_url: str, memctl: MemctlRunner) -> None:
+    added = memctl(
+        "--db", postgres_url, "add", "deploy-docker", "-t", "project",
+        "-d", "Deploy with docker compose", "-b", "We run docker compose up on the server.",
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    listed = memctl("list", env={"MEMSTORE_DB": postgres_url})
+    assert "deploy-docker" in listed.stdout
+    found = memctl("--db", postgres_url, "search", "composing")  # stemmed, as on SQLite
+    assert "deploy-docker" in found.stdout
+    shown = memctl("--db", postgres_url, "show", "deploy-docker")
+    assert "We run docker compose up on the server." in shown.stdout
+    assert memctl("--db", postgres_url, "rm", "deploy-docker").returncode == 0
+    history = memctl("--db", postgres_url, "history", "deploy-docker")
+    assert [line.split()[1] for line in history.stdout.splitlines()[1:]] == ["create", "delete"]
+    assert memctl("--db", postgres_url, "path").stdout.strip() == postgres_url
+
+
+@pytest.mark.parametrize(
+    "url", [NO_SERVER, "postgresql://memstore@/memstore?host=/nonexistent-folder"]
+)
+def test_a_server_that_is_down_is_one_line_and_exit_1(url: str, memctl: MemctlRunner) -> None:
+    for args in (["list"], ["add", "n", "-t", "user", "-d", "d", "-b", "b"], ["search", "docker"]):
+        done = memctl("--db", url, *args)
+        assert done.returncode == 1, done
+        assert "Traceback" not in done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("memctl: error: cannot use the PostgreSQL")
+
+
+def test_the_password_never_reaches_a_message() -> None:
+    with pytest.raises(StoreUnavailable) as raised:
+        MemoryStore("postgresql://memstore:hunter2@127.0.0.1:1/memstore")
+    assert "hunter2" not in str(raised.value) and "memstore:***@127.0.0.1:1" in str(raised.value)
+
+
+def test_store_reader_reads_a_server_without_sqlalchemy(postgres_url: str) -> None:
+    with MemoryStore(postgres_url) as store:
+        store.create("tabs", "user", "Indent with tabs", "Tabs, width four.")
+        store.create("deploy", "project", "部署用 Docker", "在 CI 里构建镜像")
+    with StoreReader(postgres_url) as reader:
+        assert [s.name for s in reader.summaries()] == ["deploy", "tabs"]
+        ids = reader.rank_ids(query_terms("构建 the tabs"), 10)
+        assert set(ids) == {1, 2} and all(score > 0 for score in ids.values())
+        assert {r.name for r in reader.by_ids(list(ids)).values()} == {"deploy", "tabs"}
+
+
+# -- history, append-only by the database ---------------------------------------------------
+
+
+def test_triggers_refuse_even_the_owner(postgres_url: str) -> None:
+    with MemoryStore(postgres_url) as store:
+        store.create("note", "user", "d", "b")
+        with raw_sql(store) as connection:
+            for statement in (
+                "UPDATE memory_event SET actor = 'someone-else'",
+                "DELETE FROM memory_event",
+                "TRUNCATE memory_event CASCADE",
+                "UPDATE run SET command = 'rewritten'",
+                "DELETE FROM run",
+            ):
+                with pytest.raises(database_errors(), match="append-only"):
+                    connection.execute(statement)
+        assert [e.actor for e in store.history.events()] == ["api"]
+        assert store.history.verify().events == 1
+
+
+def test_the_application_role_cannot_change_history(
+    postgres_cluster: Cluster, postgres_url: str
+) -> None:
+    name = Cluster.name_of(postgres_url)
+    postgres_cluster.execute("CREATE ROLE memstore_app_test LOGIN")
+    with MemoryStore(postgres_url) as owner:  # the owner migrates, then grants
+        owner.create("before", "user", "d", "written by the owner")
+        grant_application_role(owner.engine, "memstore_app_test")
+    app_url = postgres_cluster.url(name, user="memstore_app_test")
+    with MemoryStore(app_url, actor="app") as app:
+        app.create("tabs", "user", "Tabs", "Indent with tabs.")
+        app.update("tabs", body="Indent with tabs, width four.")
+        app.delete("before")
+        assert [h.memory.name for h in app.search("width")] == ["tabs"]
+        engine = create_postgres_engine(app_url)
+        try:
+            with engine.begin() as connection:
+                # Triggers dropped by someone who could would not help this role either.
+                for statement in (
+                    "UPDATE memory_event SET actor = 'x'",
+                    "DELETE FROM memory_event",
+                    "DROP TRIGGER memory_event_append_only ON memory_event",
+                ):
+                    with (
+                        pytest.raises(DBAPIError, match=r"permission denied|must be owner"),
+                        connection.begin_nested(),
+                    ):
+                        connection.exec_driver_sql(statement)
+        finally:
+            engine.dispose()
+        assert app.history.verify().events == 4
