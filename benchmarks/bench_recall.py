@@ -11,7 +11,7 @@ the real import path into a fresh store.
     .venv/bin/python benchmarks/bench_recall.py --per-query recall_dev   # each query's picks
     .venv/bin/python benchmarks/bench_recall.py --ablation # each rule and word list on and off
 
-With semantic recall available (numpy and `memctl semantic fetch`), the offline path with it
+With semantic recall available (the `semantic` extra), the offline path with it
 ("+semantic") is scored beside the keyword path alone, and its latency measured too.
 """
 

@@ -157,12 +157,9 @@ class HistoryTampered(MemstoreError):
     """The history's hash chain does not verify: it was edited outside memstore."""
 
 
-class ModelFetchFailed(MemstoreError):
-    """The semantic model's files could not be fetched or did not verify."""
-
-
 class SemanticUnavailable(MemstoreError):
-    """Semantic recall cannot run: its model's files do not load."""
+    """Semantic recall cannot run: its model's files do not match their pinned SHA-256 or
+    do not load."""
 
 
 class NoDatabase(MemstoreError):

@@ -58,7 +58,7 @@ class Settings:
     ceiling_directories: frozenset[Path]
     model: str
     small_model: str
-    model_dir: Path | None  # None: a folder in the user's cache (cache_folder)
+    model_dir: Path | None  # None: the semantic encoder package's own files
     semantic: bool
     settings_file: Path
     cache_folder: Path

@@ -85,9 +85,9 @@ def _semantic_recall_only_where_asked(
 
 @pytest.fixture
 def semantic_model() -> Path:
-    """The semantic model's folder, for tests marked `semantic`. Without the model (or
-    numpy) they are skipped, unless MEMSTORE_REQUIRE_SEMANTIC=1 (CI sets it, after
-    `memctl semantic fetch`): there a missing model fails them."""
+    """The semantic encoder's folder, for tests marked `semantic`. Without the `semantic`
+    extra they are skipped, unless MEMSTORE_REQUIRE_SEMANTIC=1 (CI sets it; its dev extra
+    installs the encoder): there a missing encoder fails them."""
     from memstore.recall.model_files import model_folder
     from memstore.recall.vectors import unavailable_reason
 

