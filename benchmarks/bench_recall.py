@@ -433,7 +433,6 @@ VARIANTS: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "no lexicon at all": lambda: patched((keyword, "with_equivalents", no_equivalents)),
     "no zh-en glossary": lambda: without_list("glossary_zh_en.tsv"),
     "no English synonyms": lambda: without_list("synonyms_en.txt"),
-    "no Chinese synonyms": lambda: built_lexicon((lexicon, "_chinese_synonyms", lambda g: [])),
     "phrase weighs 1 term": lambda: patched((terms, "_weight", lambda *args: 1)),
     "no number phrases": lambda: patched((keyword, "number_phrases", lambda text: [])),
     "no coordination": lambda: patched((keyword, "coordination", lambda shared, total: 1.0)),

@@ -126,14 +126,6 @@ def test_a_phrase_counts_as_the_words_it_is_made_of(store: MemoryStore) -> None:
     assert hit.matched == ("test first",)
 
 
-def test_chinese_words_with_the_same_english_find_each_other(store: MemoryStore) -> None:
-    with store.transaction() as tx:
-        tx.create("orderhub-tests", "feedback", "单元测试用 JUnit 5", "不要用 PowerMock。")
-        tx.create("orderhub-config", "project", "配置放在 Nacos", "按环境区分命名空间。")
-    # 单测 and 单元测试 share no bigram; both are "unit test" in the glossary.
-    assert names(store, "写单测") == ["orderhub-tests"]
-
-
 def test_part_of_a_phrase_counts_for_what_it_has(store: MemoryStore) -> None:
     store.create("project-layout", "project", "Parser tests live in tests/parser", "Run them.")
     # "unit test" is one term of weight two; the memory has "test" (and "parser"): two of

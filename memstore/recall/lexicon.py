@@ -7,8 +7,7 @@ word and phrase of the text here and also searches for its equivalents.
 
 The lists are data files in memstore/recall/data/, written from general knowledge of the domain,
 not from any evaluation set:
-- glossary_zh_en.tsv: `中文<TAB>english; english ...`, used both ways; Chinese words with
-  the same usual English are equivalents of each other too.
+- glossary_zh_en.tsv: `中文<TAB>english; english ...`, used both ways.
 - synonyms_en.txt: `word, word, ...`, each group interchangeable.
 
 Everything is compared as index tokens (porter stems, Han bigrams), so "deploying" finds the
@@ -244,10 +243,9 @@ def _build() -> Lexicon:
     for group, (word, *senses) in enumerate(glossary):
         links += [(word, sense, group) for sense in senses]
         links += [(sense, word, group) for sense in senses]
-    groups = synonyms + _chinese_synonyms(glossary)
-    for group, members in enumerate(groups, len(glossary)):
+    for group, members in enumerate(synonyms, len(glossary)):
         links += [(a, b, group) for a in members for b in members if a != b]
-    synonym_groups = range(len(glossary), len(glossary) + len(groups))
+    synonym_groups = range(len(glossary), len(glossary) + len(synonyms))
     phrases = {phrase for a, b, _ in links for phrase in (a, b)}
     # Stem every word in one pass of the tokenizer (one per phrase took 0.3 s).
     token_sequence(" ".join(phrases))
@@ -339,17 +337,6 @@ def _first_of_each_language(
     same = [e for e in found.values() if e.text.isascii() == english][:MAX_SAME_LANGUAGE]
     other = [e for e in found.values() if e.text.isascii() != english]
     return tuple(same + other)[:MAX_ALTERNATIVES]
-
-
-def _chinese_synonyms(glossary: list[list[str]]) -> list[list[str]]:
-    """Chinese words of the glossary whose usual English is the same (单测 and 单元测试 are both
-    "unit test"), as groups: a question in one finds a memory in the other. Only the first,
-    most common rendering links them; the others are often looser (发布 is also "publish")."""
-    by_english: dict[str, list[str]] = {}
-    for chinese, *english in glossary:
-        if english:
-            by_english.setdefault(english[0], []).append(chinese)
-    return [words for words in by_english.values() if len(words) > 1]
 
 
 if __name__ == "__main__":
