@@ -442,6 +442,7 @@ VARIANTS: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     # (A floor of one term is no floor: the best memory shares at least one.)
     "no relevance floor": lambda: patched((keyword, "MIN_SHARED_TERMS", 0)),
     "floor of 3 terms": lambda: patched((keyword, "MIN_SHARED_TERMS", 3)),
+    "floor on the best only": lambda: patched((keyword, "FLOOR_CANDIDATES", 1)),
     "no English stopwords": lambda: patched(
         (search, "ENGLISH_STOPWORDS", frozenset()), (terms, "ENGLISH_STOPWORDS", frozenset())
     ),

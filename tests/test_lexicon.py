@@ -235,13 +235,6 @@ def test_words_said_in_both_languages_count_the_same_in_either_order(store: Memo
     assert [h.memory.name for h in first] == ["console-quota"]
 
 
-def test_the_name_clause_takes_every_word_the_user_said(store: MemoryStore) -> None:
-    store.create("repo-conventions", "project", "Branch names", "Use feature/ and fix/.")
-    # "repo" is the user's word even when "repository" (its equivalent) is said too.
-    for text in ("repo or repository cleanup before friday", "repository or repo cleanup"):
-        assert names(store, text) == ["repo-conventions"], text
-
-
 def test_markdown_bold_is_no_prefix_search(store: MemoryStore) -> None:
     store.create("deploys", "project", "Releases are deploying from CI now", "Since May.")
     plain = keyword_recall(store, "how are releases deploying now?")

@@ -19,9 +19,12 @@ from memstore.storage.records import MemoryRecord, SearchHit
 
 # A phrase around a number is one term of many: it counts this many times.
 NUMBER_PHRASE_WEIGHT = 2
-# The relevance floor: with more terms than this, the best memory must share this many
-# distinct terms with the text, or one with its name (a short text needs one).
+# The relevance floor: nothing is recalled unless one of the memories a turn is shown (the
+# best FLOOR_CANDIDATES, whatever the limit asked for: fusion asks for more) shares
+# MIN_SHARED_TERMS distinct terms with the text, or one with a text of two or fewer: one
+# word in common is chance, two seldom are.
 MIN_SHARED_TERMS = 2
+FLOOR_CANDIDATES = 5
 # The best candidates by bm25 re-ordered by bm25 x coordination(), so that one repeated term
 # does not beat most of them.
 RERANK_CANDIDATES = 15
@@ -57,23 +60,20 @@ def keyword_recall(store: RankedStore, text: str, limit: int = 5) -> list[Search
     total = sum(term.weight for term in wanted)
     rescored = []
     for hit in hits:
-        in_name = index_tokens(hit.memory.name)
-        tokens = in_name | index_tokens(hit.memory.description) | index_tokens(hit.memory.body)
+        tokens = index_tokens(hit.memory.name)
+        tokens |= index_tokens(hit.memory.description) | index_tokens(hit.memory.body)
         credited = [term.credit(tokens) for term in wanted]
         shared = sum(weight for weight, _ in credited)
-        # The name clause of the floor takes the user's own words only.
-        named = any(term.credit(in_name, own_words=True)[0] for term in wanted)
         score = hit.score * coordination(shared, total)
         matched = tuple(word for _, words in credited for word in words)
-        rescored.append((score, shared, named, hit.memory, matched))
+        rescored.append((score, shared, hit.memory, matched))
     if not rescored:
         return []
     rescored.sort(key=lambda row: row[0], reverse=True)  # stable: bm25 order breaks ties
-    _, shared, named, _, _ = rescored[0]
     required = MIN_SHARED_TERMS if total > MIN_SHARED_TERMS else 1
-    if shared < required and not named:
+    if all(shared < required for _, shared, _, _ in rescored[:FLOOR_CANDIDATES]):
         return []
-    return [SearchHit(memory, score, words) for score, _, _, memory, words in rescored[:limit]]
+    return [SearchHit(memory, score, words) for score, _, memory, words in rescored[:limit]]
 
 
 def coordination(shared: int, total: int) -> float:

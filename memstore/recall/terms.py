@@ -92,17 +92,15 @@ class Term:
     parts: tuple[Term, ...] = ()
     own: int = 1
 
-    def credit(self, tokens: frozenset[str], own_words: bool = False) -> tuple[int, list[str]]:
-        """How much of this term a memory (its `tokens`) has, and as which words. With
-        `own_words`, only the words of the text count, not their equivalents."""
+    def credit(self, tokens: frozenset[str]) -> tuple[int, list[str]]:
+        """How much of this term a memory (its `tokens`) has, and as which words."""
         if self.prefix is not None:
             found = any(token.startswith(self.prefix) for token in tokens)
             return (self.weight, [self.words[0]]) if found else (0, [])
-        alternatives = self.alternatives[: self.own] if own_words else self.alternatives
-        for alternative, word in zip(alternatives, self.words, strict=False):
+        for alternative, word in zip(self.alternatives, self.words, strict=False):
             if alternative <= tokens:
                 return self.weight, [word]
-        credited = [part.credit(tokens, own_words) for part in self.parts]
+        credited = [part.credit(tokens) for part in self.parts]
         return sum(weight for weight, _ in credited), [w for _, words in credited for w in words]
 
     def own_tokens(self) -> set[str]:
