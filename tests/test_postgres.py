@@ -155,3 +155,53 @@ def test_the_application_role_cannot_change_history(
         finally:
             engine.dispose()
         assert app.history.verify().events == 4
+
+
+# -- search ----------------------------------------------------------------------------------
+
+MEMORIES = [
+    ("deploy-docker", "project", "Deploy with docker compose", "We deploy: docker compose up -d."),
+    ("tabs", "user", "Indent with tabs, never spaces", "Tabs everywhere; spaces only in YAML."),
+    ("ci-images", "project", "镜像在 CI 里构建", "本地不要推送镜像，CI 构建后推送到 registry"),
+    (
+        "port",
+        "reference",
+        "The API listens on port 8080",
+        "Port 8080 in dev, 443 behind the proxy.",
+    ),
+    ("deploying", "feedback", "Deployments wait for review", "Never deploy on Fridays."),
+]
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["deploy docker", "deploying", "镜像 推送", "port 8080", '"port 8080"', "tab* spaces"],
+)
+def test_postgresql_ranks_as_fts5_does(postgres_url: str, tmp_path: Path, query: str) -> None:
+    scores = []
+    for where in (tmp_path / "m.db", postgres_url):
+        with MemoryStore(where) as store:
+            for memory in MEMORIES:
+                store.create(*memory)
+            terms = query_terms(query)
+            scores.append(store.rank_ids(terms, 10))
+            hits = store.search(query)
+            scores.append({hit.memory.id: hit.score for hit in hits})
+    sqlite_ids, sqlite_search, postgres_ids, postgres_search = scores
+    assert sqlite_ids and sqlite_search
+    for sqlite, postgres in ((sqlite_ids, postgres_ids), (sqlite_search, postgres_search)):
+        assert list(postgres) == list(sqlite)  # the same memories, in the same order
+        assert list(postgres.values()) == pytest.approx(list(sqlite.values()), rel=1e-6)
+
+
+def test_search_by_type_and_after_changes(postgres_url: str) -> None:
+    with MemoryStore(postgres_url) as store:
+        for memory in MEMORIES:
+            store.create(*memory)
+        assert [h.memory.name for h in store.search("deploy", type="feedback")] == ["deploying"]
+        store.update("deploying", body="Releases wait for a review.")
+        store.delete("deploy-docker")
+        assert [h.memory.name for h in store.search("deploy")] == ["deploying"]  # description
+        assert store.search("fridays") == []
+        store.restore("deploy-docker")
+        assert {h.memory.name for h in store.search("deploy")} == {"deploy-docker", "deploying"}

@@ -6,7 +6,8 @@ segment with memstore_segment, which memstore registers on every connection. Wri
 `memory` therefore go through memstore, which also records them in history.
 
 On PostgreSQL: its own index instead (storage/pg_search.py), memory_fts holding a tsvector
-per live memory under a GIN index, written by memstore's writes (the segmentation is Python).
+per live memory under a GIN index and its length, written by memstore's writes (the
+segmentation is Python), stemmed by a text search configuration of FTS5's Porter stemmer.
 
 Revision ID: 0002
 Revises: 0001
@@ -72,10 +73,20 @@ def _create_postgres_index() -> None:
     from memstore.storage import pg_search
     from memstore.storage.reader import RECORD_COLUMNS, record_from_row
 
+    # FTS5's Porter stemmer, and no stopwords (memstore leaves its own out of queries).
+    op.execute(
+        "CREATE TEXT SEARCH DICTIONARY memstore_porter (TEMPLATE = snowball, LANGUAGE = porter)"
+    )
+    op.execute(f"CREATE TEXT SEARCH CONFIGURATION {pg_search.CONFIGURATION} (COPY = simple)")
+    op.execute(
+        f"ALTER TEXT SEARCH CONFIGURATION {pg_search.CONFIGURATION} ALTER MAPPING FOR"
+        " asciiword, word, asciihword, hword, hword_part, hword_asciipart WITH memstore_porter"
+    )
     op.execute(
         "CREATE TABLE memory_fts ("
         " memory_id INTEGER PRIMARY KEY REFERENCES memory (id) ON DELETE CASCADE,"
-        " document TSVECTOR NOT NULL)"
+        " document TSVECTOR NOT NULL,"
+        " words INTEGER NOT NULL)"  # its length in words, for bm25
     )
     op.execute("CREATE INDEX ix_memory_fts_document ON memory_fts USING GIN (document)")
     connection = op.get_bind()
@@ -88,7 +99,11 @@ def _create_postgres_index() -> None:
 def downgrade() -> None:
     """Back to 0001's index: unsegmented, external content over live_memory."""
     if op.get_bind().dialect.name == "postgresql":
+        from memstore.storage.pg_search import CONFIGURATION
+
         op.execute("DROP TABLE memory_fts")
+        op.execute(f"DROP TEXT SEARCH CONFIGURATION {CONFIGURATION}")
+        op.execute("DROP TEXT SEARCH DICTIONARY memstore_porter")
         return
     _drop_index()
     op.execute(
