@@ -104,7 +104,11 @@ class Cluster:
         return urlsplit(url).path.lstrip("/")
 
     def restart(self) -> None:
-        self._run("pg_ctl", "-D", str(self.data), "-w", "-m", "fast", "restart")
+        # With its log file: a server writing to our pipes would keep _run waiting.
+        self._run(
+            "pg_ctl", "-D", str(self.data), "-l", str(self.folder / "log"), "-w", "-m", "fast",
+            "restart",
+        )  # fmt: skip
 
     def stop(self) -> None:
         try:

@@ -4,7 +4,6 @@ are validated whole, applied in one transaction, recorded, guarded and undone ex
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ from memstore.llm.client import ModelClient
 from memstore.storage.store import MemoryStore
 from memstore.storage.undo import undo_run
 from tests.anthropic_server import AnthropicServer, error_reply, text_reply
-from tests.conftest import MemctlRunner
+from tests.conftest import MemctlRunner, raw_sql
 
 MEMORIES = [
     ("user-tabs", "user", "User wants 4 spaces, never tabs", "Indent with 4 spaces."),
@@ -65,6 +64,7 @@ def plan_reply(plan: Any) -> Any:
     return text_reply(json.dumps(plan))
 
 
+@pytest.mark.both_engines
 def test_a_plan_is_applied_in_one_recorded_run_and_undone_exactly(
     filled: MemoryStore, client: ModelClient, anthropic_server: AnthropicServer
 ) -> None:
@@ -81,25 +81,24 @@ def test_a_plan_is_applied_in_one_recorded_run_and_undone_exactly(
     assert all(name in prompt and body in prompt for name, _, _, body in MEMORIES)
 
     # One run; each merged source links to its result; the drop has no link.
-    connection = sqlite3.connect(filled.path)
-    merges = connection.execute(
-        "SELECT source_name, result_name FROM consolidation_merge WHERE run_id = ? "
-        "ORDER BY source_name",
-        (outcome.run_id,),
-    ).fetchall()
-    assert merges == [("user-indent", "user-indentation"), ("user-tabs", "user-indentation")]
-    assert connection.execute(
-        "SELECT actor, created, updated, deleted FROM run_summary WHERE run_id = ?",
-        (outcome.run_id,),
-    ).fetchone() == ("consolidation", 1, 1, 3)
+    run = f"'{outcome.run_id}'"  # hex: no quoting needed, on either engine
+    with raw_sql(filled) as connection:
+        merges = connection.execute(
+            f"SELECT source_name, result_name FROM consolidation_merge WHERE run_id = {run} "
+            "ORDER BY source_name"
+        ).fetchall()
+        assert merges == [("user-indent", "user-indentation"), ("user-tabs", "user-indentation")]
+        assert connection.execute(
+            f"SELECT actor, created, updated, deleted FROM run_summary WHERE run_id = {run}"
+        ).fetchone() == ("consolidation", 1, 1, 3)
 
-    undone = undo_run(filled, outcome.run_id or "")
-    assert state(filled) == before
-    assert sorted(undone.restored) == ["project-ci", "user-indent", "user-tabs"]
-    assert undone.deleted == ["user-indentation"] and undone.reverted == ["project-db"]
-    assert connection.execute(
-        "SELECT undone_by FROM run_summary WHERE run_id = ?", (outcome.run_id,)
-    ).fetchone() == (undone.run_id,)
+        undone = undo_run(filled, outcome.run_id or "")
+        assert state(filled) == before
+        assert sorted(undone.restored) == ["project-ci", "user-indent", "user-tabs"]
+        assert undone.deleted == ["user-indentation"] and undone.reverted == ["project-db"]
+        assert connection.execute(
+            f"SELECT undone_by FROM run_summary WHERE run_id = {run}"
+        ).fetchone() == (undone.run_id,)
     with pytest.raises(CannotUndo, match="already undone"):
         undo_run(filled, outcome.run_id or "")
     # The undo is a run too, and can itself be undone: back to the consolidated state.
@@ -242,6 +241,7 @@ def test_a_plan_is_not_applied_over_changes_made_while_it_was_planned(
     assert filled.get("project-ci").body == "Edited meanwhile."
 
 
+@pytest.mark.both_engines
 def test_undo_is_refused_when_a_memory_changed_since(
     filled: MemoryStore, client: ModelClient, anthropic_server: AnthropicServer
 ) -> None:
@@ -424,6 +424,7 @@ def test_a_memory_shown_shortened_cannot_be_merged(
     assert filled.get("project-ci").body.startswith("Jenkins.")
 
 
+@pytest.mark.both_engines
 def test_undo_says_what_to_do_when_a_name_was_taken_since(
     filled: MemoryStore, client: ModelClient, anthropic_server: AnthropicServer
 ) -> None:

@@ -12,7 +12,7 @@ import pytest
 from alembic import command
 from sqlalchemy.exc import DBAPIError
 
-from memstore.errors import SchemaTooNew, StoreUnavailable
+from memstore.errors import HistoryTampered, SchemaTooNew, StoreUnavailable
 from memstore.settings import Settings
 from memstore.storage.migrate import alembic_config
 from memstore.storage.postgres import create_postgres_engine, grant_application_role
@@ -205,3 +205,33 @@ def test_search_by_type_and_after_changes(postgres_url: str) -> None:
         assert store.search("fridays") == []
         store.restore("deploy-docker")
         assert {h.memory.name for h in store.search("deploy")} == {"deploy-docker", "deploying"}
+
+
+def test_verify_finds_tampering_that_bypasses_the_triggers(
+    postgres_cluster: Cluster, postgres_url: str
+) -> None:
+    with MemoryStore(postgres_url) as store:
+        store.create("note", "user", "d", "first body")
+        store.update("note", body="second body")
+        assert store.history.verify().events == 2
+        # The owner (here the superuser) can switch the triggers off: the chain still tells.
+        postgres_cluster.execute(
+            "ALTER TABLE memory_event DISABLE TRIGGER USER",
+            "UPDATE memory_event SET actor = 'someone-else' WHERE id = 1",
+            "ALTER TABLE memory_event ENABLE TRIGGER USER",
+            database=Cluster.name_of(postgres_url),
+        )
+        with pytest.raises(HistoryTampered, match="at event 1"):
+            store.history.verify()
+
+
+def test_a_server_restart_between_writes_loses_nothing(
+    postgres_cluster: Cluster, postgres_url: str
+) -> None:
+    with MemoryStore(postgres_url) as store:
+        store.create("before", "user", "d", "written before the restart")
+        assert store.count() == 1  # the pool holds a connection the restart will cut
+        postgres_cluster.restart()
+        store.create("after", "user", "d", "written after the restart")
+        assert [m.name for m in store.memories()] == ["after", "before"]
+        assert store.history.verify().events == 2
