@@ -6,6 +6,11 @@ schema's match with the models in tests/test_migrations.py)."""
 
 from __future__ import annotations
 
+import re
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -235,3 +240,72 @@ def test_a_server_restart_between_writes_loses_nothing(
         store.create("after", "user", "d", "written after the restart")
         assert [m.name for m in store.memories()] == ["after", "before"]
         assert store.history.verify().events == 2
+
+
+# -- memctl sql ------------------------------------------------------------------------------
+
+AUDIT_DOC = Path(__file__).resolve().parents[1] / "docs" / "audit.md"
+# A recipe using one of these is SQLite's SQL (PostgreSQL says now() - interval '7 days').
+SQLITE_ONLY = ("strftime(", "json_extract(", "datetime(")
+
+
+@pytest.mark.both_engines
+def test_the_audit_recipes_run_on_both_engines(store: MemoryStore) -> None:
+    store.create("user-preference-tabs", "user", "Tabs", "Indent with tabs.")
+    store.update("user-preference-tabs", body="Indent with tabs, width four.")
+    store.delete("user-preference-tabs")
+    recipes = re.findall(r"```sql\n(.*?)```", AUDIT_DOC.read_text(encoding="utf-8"), re.S)
+    ran = 0
+    for recipe in recipes:
+        if store.url is not None and any(f in recipe for f in SQLITE_ONLY):
+            continue
+        with store.read_only_query(recipe.strip().rstrip(";")) as query:
+            columns = query.start()
+            rows = list(query.rows())
+        assert columns and all(len(row) == len(columns) for row in rows)
+        ran += 1
+    assert ran >= (6 if store.url is not None else 7)
+
+
+@pytest.mark.parametrize(
+    ("statement", "refusal"),
+    [
+        ("DELETE FROM memory", "syntax error"),
+        ("SELECT 1; DELETE FROM memory", "multiple commands"),
+        ("SELECT nextval('memory_purge_id_seq')", "read-only transaction"),
+        ("SELECT pg_sleep(5)", "stopped after 1 s, the time limit"),
+    ],
+)
+def test_memctl_sql_on_a_server_only_reads(
+    postgres_url: str, memctl: MemctlRunner, statement: str, refusal: str
+) -> None:
+    MemoryStore(postgres_url).close()
+    done = memctl("--db", postgres_url, "sql", statement, "--timeout", "1")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("memctl: error: sql: ") and refusal in done.stderr
+    counted = memctl("--db", postgres_url, "sql", "SELECT count(*) AS n FROM memory_event")
+    assert counted.returncode == 0 and counted.stdout.split() == ["n", "0"]
+
+
+def test_ctrl_c_stops_a_query_on_the_server(
+    postgres_url: str, memctl: MemctlRunner, tmp_path: Path
+) -> None:
+    started = time.monotonic()
+    assert memctl("--db", postgres_url, "sql", "SELECT 1").returncode == 0
+    start_up = time.monotonic() - started  # a busy machine starts Python slowly
+    process = subprocess.Popen(
+        [sys.executable, "-m", "memctl", "--db", postgres_url, "sql", "SELECT pg_sleep(60)"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    time.sleep(max(3.0, 2 * start_up))  # past start-up, well inside the query
+    assert process.poll() is None
+    process.send_signal(signal.SIGINT)
+    try:
+        _, stderr = process.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        pytest.fail("Ctrl-C did not stop the query")
+    assert process.returncode == 130
+    assert b"interrupted" in stderr and b"Traceback" not in stderr

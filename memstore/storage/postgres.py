@@ -14,12 +14,14 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
-from memstore.errors import StoreUnavailable
-from memstore.storage.engine import to_json, writer
+from memstore.errors import QueryFailed, StoreUnavailable
+from memstore.storage.engine import ReadOnlyQuery, to_json, writer
 from memstore.storage.schema_version import SCHEMA_HEAD, VERSION_TABLE
 from memstore.storage.server import (
     CONNECT_TIMEOUT_S,
     MISSING_DRIVER,
+    connect_reader,
+    first_line,
     server_error,
     shown_url,
 )
@@ -121,3 +123,56 @@ def grant_application_role(engine: Engine, role: str) -> None:
             f'GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO "{role}"',
         ):
             connection.exec_driver_sql(statement)
+
+
+class ServerQuery(ReadOnlyQuery):
+    """`memctl sql` on a server: one SELECT in a read-only transaction, bounded by the
+    server's statement_timeout and by rows, streamed through a server-side cursor (which
+    also takes one statement only: no `COMMIT; DELETE …` behind it)."""
+
+    def __init__(
+        self, url: str, sql: str, *, timeout: float | None = None, max_rows: int | None = None
+    ) -> None:
+        self.timeout = timeout
+        self.max_rows = max_rows
+        self.truncated = False
+        self.interrupted = False
+        self._deadline = None
+        self._url = url
+        self._denied = []
+        self._sql = sql
+        self.columns = []
+        self._server: Any = connect_reader(url)
+        self._server.autocommit = False  # a server-side cursor lives in a transaction
+        milliseconds = 0 if timeout is None else max(1, int(timeout * 1000))
+        self._server.execute(f"SET statement_timeout = {milliseconds}")
+
+    def start(self) -> list[str]:
+        self._cursor = self._server.cursor(name="memctl_sql")
+        self._run(lambda: self._cursor.execute(self._sql.encode()))
+        self.columns = [d[0] for d in self._cursor.description or []]
+        return self.columns
+
+    def interrupt(self) -> None:
+        self.interrupted = True
+        self._server.cancel_safe()
+
+    def close(self) -> None:
+        self._server.close()
+
+    def _run(self, step: Any) -> Any:
+        import psycopg
+
+        try:
+            return step()
+        except psycopg.Error as error:
+            if self.interrupted:
+                raise KeyboardInterrupt from None
+            if isinstance(error, psycopg.errors.QueryCanceled):
+                raise QueryFailed(
+                    f"sql: stopped after {self.timeout:g} s, the time limit"
+                    " (--timeout SECONDS to allow more, 0 for none)"
+                ) from None
+            if isinstance(error, psycopg.OperationalError):
+                raise server_error(self._url, error) from None
+            raise QueryFailed(f"sql: {first_line(error)}") from None

@@ -292,8 +292,11 @@ class MemoryStore:
     ) -> ReadOnlyQuery:
         """The user's SQL on a connection of its own that cannot write (see ReadOnlyQuery),
         on this store's database, migrated when it was opened."""
-        if self.path is None:
-            raise StoreUnavailable("memctl sql on PostgreSQL is not there yet (docs/postgresql.md)")
+        if self.url is not None:
+            from memstore.storage.postgres import ServerQuery
+
+            return ServerQuery(self.url, sql, timeout=timeout, max_rows=max_rows)
+        assert self.path is not None
         return ReadOnlyQuery(self.path, sql, timeout=timeout, max_rows=max_rows)
 
     def vector_counts(self, model: str) -> tuple[int, int]:
