@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import memstore
+from memstore.storage.reader import register_functions
 from memstore.storage.store import MemoryStore
 from tests.anthropic_server import AnthropicServer, serve
 from tests.postgres_cluster import Cluster, server_binaries, unavailable_reason
@@ -170,6 +171,7 @@ def raw_sql(store: MemoryStore) -> Iterator[Any]:
     if store.url is None:
         assert store.path is not None
         connection = sqlite3.connect(store.path, isolation_level=None)
+        register_functions(connection)  # the FTS triggers segment text with it
         try:
             yield connection
         finally:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -12,11 +11,15 @@ from pathlib import Path
 import pytest
 
 from memstore.errors import ExportConflict, ExportFailed
+from memstore.files.export_state import folder_key
 from memstore.files.exporter import export_memories
 from memstore.files.format import INDEX_MAX_LINES
 from memstore.files.importer import import_memories
-from memstore.storage.engine import register_functions
 from memstore.storage.store import MemoryStore
+from tests.conftest import raw_sql
+
+# The store tests run on SQLite and on PostgreSQL (tests/conftest.py).
+pytestmark = pytest.mark.both_engines
 
 
 def fill(store: MemoryStore, count: int = 3) -> None:
@@ -141,21 +144,20 @@ def test_a_hand_edited_database_cannot_steer_export_outside_the_folder(
     export_memories(store, out)
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me")
-    connection = sqlite3.connect(store.path)
-    register_functions(connection)  # the FTS triggers segment text with it
-    connection.execute(
-        "INSERT INTO exported_file VALUES (?, '../../victim.txt', NULL, NULL, 'x', 1, 1, 'now')",
-        (str(out.resolve()),),
-    )
-    connection.commit()
-    export_memories(store, out)
-    assert victim.read_text() == "keep me"
-    connection.execute(
-        "INSERT INTO memory (name, type, description, body, extra, version, created_at, "
-        "updated_at) VALUES ('../../escaped', 'user', 'd', 'b', '{}', 1, 'now', 'now')"
-    )
-    connection.commit()
-    connection.close()
+    with raw_sql(store) as connection:
+        # Under the folder's key, and its absolute path (the key of old, and on a server).
+        for key in {folder_key(out, store.path), str(out.resolve())}:
+            connection.execute(
+                "INSERT INTO exported_file VALUES"
+                f" ('{key}', '../../victim.txt', NULL, NULL, 'x', 1, 1, 'now')"
+            )
+        export_memories(store, out)
+        assert victim.read_text() == "keep me"
+        connection.execute(
+            "INSERT INTO memory (id, name, type, description, body, extra, version, created_at,"
+            " updated_at) SELECT max(id) + 1, '../../escaped', 'user', 'd', 'b', '{}', 1, 'now',"
+            " 'now' FROM memory"
+        )
     with pytest.raises(ExportFailed, match="invalid name"):
         export_memories(store, out)
     assert not (tmp_path / "deep" / "escaped.md").exists()
@@ -217,7 +219,8 @@ def test_an_export_killed_mid_write_leaves_no_hand_edits(
         "from memstore.storage.store import MemoryStore\n"
         "export_memories(MemoryStore(sys.argv[1]), sys.argv[2])\n"
     )
-    export = subprocess.Popen([sys.executable, "-c", script, str(store.path), str(out)])
+    database = str(store.url or store.path)
+    export = subprocess.Popen([sys.executable, "-c", script, database, str(out)])
     while export.poll() is None and watched.read_bytes() == old:
         pass
     export.send_signal(signal.SIGKILL)  # once it has started writing

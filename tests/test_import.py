@@ -6,7 +6,6 @@ files are written inline by each test.
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +19,12 @@ from memstore.files.exporter import export_memories
 from memstore.files.importer import MAX_FILE_BYTES, import_memories
 from memstore.storage.store import MemoryStore
 from memstore.storage.validation import NAME_PATTERN, check_name
-from tests.conftest import MemctlRunner, write
+from tests.conftest import MemctlRunner, raw_sql, write
 
 # -- helpers ------------------------------------------------------------------------------------
+
+# The store tests run on SQLite and on PostgreSQL (tests/conftest.py).
+pytestmark = pytest.mark.both_engines
 
 
 def canonical(name: str, type_: str, description: str, body: str) -> str:
@@ -30,13 +32,13 @@ def canonical(name: str, type_: str, description: str, body: str) -> str:
 
 
 def event_count(store: MemoryStore) -> int:
-    with sqlite3.connect(store.path) as connection:
+    with raw_sql(store) as connection:
         return connection.execute("SELECT count(*) FROM memory_event").fetchone()[0]
 
 
 def database_rows(store: MemoryStore) -> dict[str, list[tuple[Any, ...]]]:
     """Every row a write could touch, to prove that nothing changed."""
-    with sqlite3.connect(store.path) as connection:
+    with raw_sql(store) as connection:
         return {
             table: connection.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall()
             for table in ("memory", "memory_event", "run", "exported_file")

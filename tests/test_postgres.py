@@ -27,6 +27,7 @@ from memstore.storage.search import query_terms
 from memstore.storage.store import MemoryStore
 from tests.conftest import MemctlRunner, database_errors, raw_sql
 from tests.postgres_cluster import Cluster
+from tests.test_concurrency import WRITER
 
 # A server nobody listens at: the connection is refused at once.
 NO_SERVER = "postgresql://memstore@127.0.0.1:1/memstore"
@@ -309,3 +310,24 @@ def test_ctrl_c_stops_a_query_on_the_server(
         pytest.fail("Ctrl-C did not stop the query")
     assert process.returncode == 130
     assert b"interrupted" in stderr and b"Traceback" not in stderr
+
+
+def test_two_library_writers_on_a_fresh_server_database(postgres_cluster: Cluster) -> None:
+    url = postgres_cluster.database()  # empty: both processes race to migrate it
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, url, prefix, "150"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for prefix in ("alpha", "beta")
+    ]
+    errors = [w.communicate(timeout=300)[1] for w in writers]
+    assert [w.returncode for w in writers] == [0, 0], errors
+    with MemoryStore(url) as store:
+        assert store.count() == 300
+        events = store.history.events()
+        assert store.history.verify().events == 300 + 2 * 30
+    assert len(events) == 300 + 2 * 30
+    assert {e.actor for e in events} == {"alpha", "beta"}
