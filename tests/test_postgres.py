@@ -17,7 +17,7 @@ import pytest
 from alembic import command
 from sqlalchemy.exc import DBAPIError
 
-from memstore.errors import HistoryTampered, SchemaTooNew, StoreUnavailable
+from memstore.errors import HistoryTampered, NothingToRestore, SchemaTooNew, StoreUnavailable
 from memstore.settings import Settings
 from memstore.storage.migrate import alembic_config
 from memstore.storage.postgres import create_postgres_engine, grant_application_role
@@ -161,6 +161,10 @@ def test_the_application_role_cannot_change_history(
         finally:
             engine.dispose()
         assert app.history.verify().events == 4
+        # Erasing content from the team's history is the owner's to do.
+        with pytest.raises(StoreUnavailable, match="permission denied"):
+            app.purge("tabs")
+        assert app.get("tabs").body == "Indent with tabs, width four."
 
 
 # -- search ----------------------------------------------------------------------------------
@@ -331,3 +335,27 @@ def test_two_library_writers_on_a_fresh_server_database(postgres_cluster: Cluste
         assert store.history.verify().events == 300 + 2 * 30
     assert len(events) == 300 + 2 * 30
     assert {e.actor for e in events} == {"alpha", "beta"}
+
+
+def test_purge_erases_content_on_a_server(postgres_url: str) -> None:
+    with MemoryStore(postgres_url, command="memctl edit secret-note -b 'my secret'") as store:
+        store.create("secret-note", "user", "Holds the secret", "the first secret body")
+        store.update("secret-note", body="the second secret body")
+        store.command = "memctl add other"
+        store.create("other", "user", "Kept", "kept body")
+        store.command = "memctl purge secret-note"
+        report = store.purge("secret-note")
+        assert (report.memories, report.events) == (1, 3)
+        with raw_sql(store) as connection:
+            stored = connection.execute(
+                "SELECT string_agg(concat(old_value::text, new_value::text, r.command), ' ')"
+                " FROM memory_event AS e JOIN run AS r ON r.id = e.run_id"
+            ).fetchone()[0]
+            text = connection.execute("SELECT description || body FROM memory").fetchall()
+        for erased in ("secret body", "Holds the secret", "my secret"):
+            assert erased not in stored and erased not in str(text)
+        assert "kept body" in stored and "memctl purge secret-note" in stored
+        assert store.history.verify().events == 4
+        assert store.search("secret") == []
+        with pytest.raises(NothingToRestore, match="purged"):
+            store.restore("secret-note")

@@ -31,6 +31,9 @@ PURGED_VALUE_GLOB = '{"purged": "sha256:' + _HEX64 + '"}'
 PURGED_COMMAND_GLOB = "[[]purged sha256:" + _HEX64 + "]"
 _PURGED_VALUE = re.compile(r'\{"purged": "sha256:([0-9a-f]{64})"\}')
 _PURGED_COMMAND = re.compile(r"\[purged sha256:([0-9a-f]{64})\]")
+# The same as regular expressions PostgreSQL's triggers also read (POSIX, no quote in them).
+PURGED_VALUE_PATTERN = _PURGED_VALUE.pattern
+PURGED_COMMAND_PATTERN = _PURGED_COMMAND.pattern
 
 
 def sha256(text: str) -> str:

@@ -9,15 +9,16 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
+    JSON,
     ColumnElement,
     Connection,
     Text,
     bindparam,
+    cast,
     delete,
     func,
     insert,
     select,
-    type_coerce,
     update,
 )
 
@@ -26,7 +27,6 @@ from memstore.errors import (
     MemoryNotFound,
     NothingToRestore,
     SecretRefused,
-    StoreUnavailable,
 )
 from memstore.storage import chain
 from memstore.storage.engine import insert_rows, to_json
@@ -282,12 +282,9 @@ class WriteTransaction:
         memories = [self.by_id(memory_id) for memory_id in ids]
         if not memories:
             raise MemoryNotFound(name)
-        if self._on_postgres():
-            raise StoreUnavailable(
-                "memctl purge on PostgreSQL is not there yet (docs/postgresql.md)"
-            )
-        # Freed space is overwritten with zeros, so the erased text is not left in the file.
-        self.connection.exec_driver_sql("PRAGMA secure_delete = ON")
+        if not self._on_postgres():
+            # Freed space is overwritten with zeros, so the erased text is not left in the file.
+            self.connection.exec_driver_sql("PRAGMA secure_delete = ON")
         for memory in memories:
             if memory.deleted_at is None:
                 self.delete(memory)
@@ -319,10 +316,7 @@ class WriteTransaction:
             execute(
                 update(memory_event_table)
                 .where(_EVENTS.id == bindparam("b_id"))
-                .values(
-                    old_value=bindparam("b_old", type_=Text),
-                    new_value=bindparam("b_new", type_=Text),
-                ),
+                .values(old_value=self._marker("b_old"), new_value=self._marker("b_new")),
                 [
                     {"b_id": event_id, "b_old": _purged_or_none(old), "b_new": _purged_or_none(new)}
                     for event_id, old, new, _ in events
@@ -344,12 +338,18 @@ class WriteTransaction:
                 .values(description=marker, body=marker, extra={})
             )
             execute(delete(memory_vector_table).where(memory_vector_table.c.memory_id == memory_id))
-        if self._purged:
+        if self._purged and not self._on_postgres():
             # The full-text index keeps a deleted text's words until its segments merge
             # (FTS5's own command, which only SQL can say).
             self.connection.exec_driver_sql(
                 "INSERT INTO memory_fts (memory_fts) VALUES ('optimize')"
             )
+
+    def _marker(self, name: str) -> ColumnElement[Any]:
+        """A purge marker's JSON text, written as it is (not serialised again); PostgreSQL
+        takes text into a JSON column only by a cast."""
+        value = bindparam(name, type_=Text)
+        return cast(value, JSON) if self._on_postgres() else value
 
     def _is_purged(self, memory_id: int) -> bool:
         purges = memory_purge_table.c
@@ -489,8 +489,9 @@ class WriteTransaction:
 
 
 def _stored_text(column: ColumnElement[Any]) -> ColumnElement[str]:
-    """A JSON column's stored text, not its value: a purge marker keeps the text's hash."""
-    return type_coerce(column, Text)
+    """A JSON column's stored text, not its value: a purge marker keeps the text's hash.
+    (A cast: psycopg parses JSON as it reads it, whatever SQLAlchemy expects.)"""
+    return cast(column, Text)
 
 
 def _purged_or_none(text: str | None) -> str | None:

@@ -8,9 +8,9 @@
   marker holding their SHA-256, every other column as it was, for a memory in memory_purge;
   likewise a run's command. The chain catches whatever bypasses the triggers.
 
-On PostgreSQL: triggers refuse every UPDATE, DELETE and TRUNCATE of memory_event, run and
-memory_purge (memctl purge is not there yet on PostgreSQL), and the primary keys refuse a
-reused id; the role layout in docs/postgresql.md keeps the application role from even trying.
+On PostgreSQL: the same rules in PL/pgSQL (DELETE and TRUNCATE always refused, an UPDATE
+only as a purge's), and the primary keys refuse a reused id; the role layout in
+docs/postgresql.md keeps the application role from even trying.
 
 Revision ID: 0005
 Revises: 0004
@@ -25,7 +25,9 @@ from alembic import op
 from memstore.storage.chain import (
     CHAINED_EVENTS,
     PURGED_COMMAND_GLOB,
+    PURGED_COMMAND_PATTERN,
     PURGED_VALUE_GLOB,
+    PURGED_VALUE_PATTERN,
     chain_hashes,
 )
 
@@ -114,13 +116,76 @@ POSTGRES_REFUSE = """
     END
     $$
 """
+# As SQLite's triggers above: an event's values may become purge markers, every other column
+# as it was, for a memory recorded in memory_purge; likewise a run's command.
+EVENT_COLUMNS = (
+    "id, memory_id, memory_name, operation, actor, run_id, created_at, merged_into, hash"
+)
+
+
+def _unchanged(columns: str) -> str:
+    names = [name.strip() for name in columns.split(",")]
+    new = ", ".join(f"new.{name}" for name in names)
+    old = ", ".join(f"old.{name}" for name in names)
+    return f"({new}) IS NOT DISTINCT FROM ({old})"
+
+
+def _purged_or_same(column: str, pattern: str) -> str:
+    return (
+        f"(new.{column}::text IS NOT DISTINCT FROM old.{column}::text"
+        f" OR new.{column}::text ~ '^{pattern}$')"
+    )
+
+
+POSTGRES_PURGE_ONLY = [
+    f"""
+    CREATE FUNCTION memstore_event_purge_only() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF {_unchanged(EVENT_COLUMNS)}
+           AND {_purged_or_same("old_value", PURGED_VALUE_PATTERN)}
+           AND {_purged_or_same("new_value", PURGED_VALUE_PATTERN)}
+           AND EXISTS (SELECT 1 FROM memory_purge WHERE memory_id = old.memory_id) THEN
+            RETURN new;
+        END IF;
+        RAISE EXCEPTION 'memory_event is append-only (memctl purge alone erases content)'
+            USING ERRCODE = 'restrict_violation';
+    END
+    $$
+    """,
+    f"""
+    CREATE FUNCTION memstore_run_purge_only() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF {_unchanged("id, actor, started_at, session_id, undoes")}
+           AND (new.command IS NOT DISTINCT FROM old.command OR (
+               new.command ~ '^{PURGED_COMMAND_PATTERN}$'
+               AND EXISTS (
+                   SELECT 1 FROM memory_event AS e JOIN memory_purge AS p
+                   ON p.memory_id = e.memory_id WHERE e.run_id = old.id
+               )
+           )) THEN
+            RETURN new;
+        END IF;
+        RAISE EXCEPTION 'run is append-only (memctl purge alone erases commands)'
+            USING ERRCODE = 'restrict_violation';
+    END
+    $$
+    """,
+]
+# Each table's function for an UPDATE; a DELETE or TRUNCATE is always refused.
+POSTGRES_ON_UPDATE = {
+    "memory_event": "memstore_event_purge_only",
+    "run": "memstore_run_purge_only",
+    "memory_purge": "memstore_append_only",
+}
 
 
 def _postgres_triggers() -> list[str]:
-    statements = [POSTGRES_REFUSE]
-    for table in APPEND_ONLY_TABLES:
+    statements = [POSTGRES_REFUSE, *POSTGRES_PURGE_ONLY]
+    for table, on_update in POSTGRES_ON_UPDATE.items():
         statements += [
-            f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table}"
+            f"CREATE TRIGGER {table}_append_only BEFORE UPDATE ON {table}"
+            f" FOR EACH ROW EXECUTE FUNCTION {on_update}()",
+            f"CREATE TRIGGER {table}_no_delete BEFORE DELETE ON {table}"
             " FOR EACH ROW EXECUTE FUNCTION memstore_append_only()",
             f"CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table}"
             " FOR EACH STATEMENT EXECUTE FUNCTION memstore_append_only()",
@@ -166,8 +231,10 @@ def upgrade() -> None:
 def downgrade() -> None:
     if _postgres():
         for table in APPEND_ONLY_TABLES:
-            op.execute(f"DROP TRIGGER {table}_append_only ON {table}")
-            op.execute(f"DROP TRIGGER {table}_no_truncate ON {table}")
+            for trigger in ("append_only", "no_delete", "no_truncate"):
+                op.execute(f"DROP TRIGGER {table}_{trigger} ON {table}")
+        for function in ("memstore_run_purge_only", "memstore_event_purge_only"):
+            op.execute(f"DROP FUNCTION {function}()")
         op.execute("DROP FUNCTION memstore_append_only()")
     for trigger in (
         ()
