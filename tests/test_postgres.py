@@ -359,3 +359,17 @@ def test_purge_erases_content_on_a_server(postgres_url: str) -> None:
         assert store.search("secret") == []
         with pytest.raises(NothingToRestore, match="purged"):
             store.restore("secret-note")
+
+
+@pytest.mark.both_engines
+def test_vectors_are_stored_and_read_alike(store: MemoryStore) -> None:
+    first = store.create("one", "user", "d", "b")
+    second = store.create("two", "user", "d", "b")
+    vector = bytes(range(16))
+    store.save_vectors("model-a", [(first.id, first.version, vector)], wait_ms=1000)
+    assert store.vector_counts("model-a") == (1, 2)
+    assert store.live_vectors("model-a") == [(first.id, 1, vector), (second.id, 1, None)]
+    store.update("one", body="changed")  # the vector is of version 1: stale now
+    store.save_vectors("model-a", [(second.id, 1, vector[::-1])], wait_ms=1000)
+    assert store.live_vectors("model-a") == [(first.id, 2, None), (second.id, 1, vector[::-1])]
+    assert store.vector_counts("model-b") == (0, 2)
