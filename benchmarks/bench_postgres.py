@@ -7,7 +7,8 @@ SQLite file and a fresh PostgreSQL database. The server is a throwaway cluster t
 starts (tests/postgres_cluster.py: the server's binaries and psycopg are needed), or one
 given by --url (a database where it may CREATE DATABASE).
 
-    .venv/bin/python benchmarks/bench_postgres.py
+    .venv/bin/python benchmarks/bench_postgres.py                # recall, and 10,000 memories
+    .venv/bin/python benchmarks/bench_postgres.py --size 1000
     .venv/bin/python benchmarks/bench_postgres.py --url 'postgresql://me@/postgres?host=/run/postgresql'
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import random
 import statistics
 import sys
 import tempfile
@@ -26,7 +28,15 @@ from typing import Any
 # Last: the memstore under test is the installed one.
 sys.path.append(str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.bench_recall import EVAL, LANGUAGES, K, load_queries, scores, set_stores
+from benchmarks.bench_recall import (
+    EVAL,
+    LANGUAGES,
+    K,
+    eval_texts,
+    load_queries,
+    scores,
+    set_stores,
+)
 from memstore.files.importer import import_memories
 from memstore.llm.messages import recent_user_text
 from memstore.recall.keyword import keyword_recall
@@ -140,13 +150,64 @@ def report(name: str, picks: Picks) -> None:
     print("  recall per turn: " + ", ".join(latency))
 
 
+def bench_size(size: int, databases: Any) -> None:
+    """Write `size` memories in one transaction on each engine, then time 40 searches and
+    40 keyword recalls of eval texts."""
+    texts = eval_texts()
+    pick = random.Random(7)
+    queries = [texts[pick.randrange(len(texts))][0] for _ in range(40)]
+    print(f"\n== {size:,} memories: SQLite | PostgreSQL")
+    with tempfile.TemporaryDirectory() as work:
+        stores = {
+            "sqlite": MemoryStore(Path(work) / "m.db"),
+            "postgresql": MemoryStore(databases.database()),
+        }
+        try:
+            written = {}
+            for engine, store in stores.items():
+                start = time.perf_counter()
+                with store.transaction() as tx:
+                    for i in range(size):
+                        description, body = texts[i % len(texts)]
+                        tx.create(f"m-{i}", "project", description[:150], f"{body} note {i}")
+                written[engine] = time.perf_counter() - start
+            seconds = " | ".join(f"{written[engine]:.1f}" for engine in ENGINES)
+            print(f"  write in one transaction  {seconds} s")
+            for name, call in (("search", search), ("keyword recall", recall)):
+                cells = []
+                for store in stores.values():
+                    times = sorted(timed(call, store, query) for query in queries)
+                    p95 = times[int(0.95 * len(times))]
+                    cells.append(f"p50 {statistics.median(times) * 1000:.1f} p95 {p95 * 1000:.1f}")
+                print(f"  {name:24}  {' | '.join(cells)} ms")
+        finally:
+            for store in stores.values():
+                store.close()
+
+
+def search(store: MemoryStore, query: str) -> object:
+    return store.search(query)
+
+
+def recall(store: MemoryStore, query: str) -> object:
+    return keyword_recall(store, query, K)
+
+
+def timed(call: Any, store: MemoryStore, query: str) -> float:
+    start = time.perf_counter()
+    call(store, query)
+    return time.perf_counter() - start
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="a PostgreSQL server's URL (default: a throwaway cluster)")
+    parser.add_argument("--size", type=int, default=10_000, help="memories for the latency")
     arguments = parser.parse_args()
     with server(arguments.url) as databases:
         for name in SETS:
             report(name, run_set(name, databases))
+        bench_size(arguments.size, databases)
 
 
 if __name__ == "__main__":

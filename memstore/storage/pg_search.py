@@ -177,7 +177,7 @@ def bm25(
     rows, tokens = connection.execute("SELECT count(*), sum(words) FROM memory_fts").fetchone()
     average = (tokens or 0) / rows if rows else 1.0
     frequencies = {
-        memory_id: [_frequency(phrase, candidate.positions) for phrase in wanted]
+        memory_id: _frequencies(wanted, candidate.positions)
         for memory_id, candidate in candidates.items()
     }
     # How many memories hold each phrase: its idf, over every memory (as FTS5 counts it).
@@ -196,6 +196,16 @@ def bm25(
             if f > 0
         )
     return scores
+
+
+def _frequencies(wanted: list[Phrase], positions: dict[str, dict[int, str]]) -> list[float]:
+    """Each phrase's weighted count in one memory; only the phrases whose first word the
+    memory has are counted (a memory holds few of a query's words)."""
+    found = [0.0] * len(wanted)
+    for i, phrase in enumerate(wanted):
+        if phrase.prefix or phrase.lexemes[0] in positions:
+            found[i] = _frequency(phrase, positions)
+    return found
 
 
 def _idf(rows: int, hits: int) -> float:
