@@ -6,6 +6,7 @@ schema's match with the models in tests/test_migrations.py)."""
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
@@ -373,3 +374,36 @@ def test_vectors_are_stored_and_read_alike(store: MemoryStore) -> None:
     store.save_vectors("model-a", [(second.id, 1, vector[::-1])], wait_ms=1000)
     assert store.live_vectors("model-a") == [(first.id, 2, None), (second.id, 1, vector[::-1])]
     assert store.vector_counts("model-b") == (0, 2)
+
+
+def test_the_hook_reads_a_server_without_the_orm(postgres_url: str, tmp_path: Path) -> None:
+    with MemoryStore(postgres_url) as store:
+        store.create("deploy-docker", "project", "Deploy with docker compose", "Run compose up.")
+    heavy = ("sqlalchemy", "sqlmodel", "typer", "alembic", "anthropic", "numpy")
+    script = (
+        "import json, sys\n"
+        f"sys.argv = ['memctl', '--db', {postgres_url!r}, 'hook']\n"
+        "from memctl.entry import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "sys.stderr.write(json.dumps(sorted(sys.modules)))\n"
+    )
+    event = {"hook_event_name": "UserPromptSubmit", "cwd": str(tmp_path)}
+    event["prompt"] = "how do we deploy with docker compose?"
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        input=json.dumps(event).encode(),
+        capture_output=True,
+        check=True,
+        cwd=tmp_path,
+    )
+    context = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "deploy-docker" in context
+    assert {m.split(".")[0] for m in json.loads(done.stderr)} & set(heavy) == set()
+
+
+def test_the_hook_says_a_server_is_down_in_one_line(memctl: MemctlRunner, tmp_path: Path) -> None:
+    event = {"hook_event_name": "UserPromptSubmit", "cwd": str(tmp_path), "prompt": "docker"}
+    done = memctl("--db", NO_SERVER, "hook", input=json.dumps(event))
+    assert done.returncode == 0 and done.stdout == ""  # a hook never stops the prompt
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot use the PostgreSQL database" in lines[0]

@@ -7,6 +7,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from memstore.settings import database_location
+
 
 def main() -> None:
     hook_db = _hook_command(sys.argv[1:])
@@ -20,10 +22,10 @@ def main() -> None:
     app_main()
 
 
-def _hook_command(args: list[str]) -> tuple[Path | None] | None:
-    """(the --db given, or None) when `args` are `hook` with at most a --db before or after
-    it; None for any other command line."""
-    db: Path | None = None
+def _hook_command(args: list[str]) -> tuple[Path | str | None] | None:
+    """(the --db given, a path or a server's URL, or None) when `args` are `hook` with at
+    most a --db before or after it; None for any other command line."""
+    db: Path | str | None = None
     rest: list[str] = []
     words = iter(args)
     for word in words:
@@ -31,9 +33,9 @@ def _hook_command(args: list[str]) -> tuple[Path | None] | None:
             value = next(words, None)
             if value is None:
                 return None
-            db = Path(value)
+            db = database_location(value)
         elif word.startswith("--db=") and db is None:
-            db = Path(word.removeprefix("--db="))
+            db = database_location(word.removeprefix("--db="))
         else:
             rest.append(word)
     return (db,) if rest == ["hook"] else None

@@ -26,6 +26,7 @@ from memstore.recall.block import as_data, memories_block
 from memstore.recall.keyword import keyword_recall
 from memstore.settings import Settings
 from memstore.storage.reader import StoreReader
+from memstore.storage.server import server_error
 from memstore.storage.workspace import locate
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,11 @@ def _respond(raw: bytes | str, db: Path | str | None, settings: Settings) -> str
             context = answer(reader, event)
     except sqlite3.Error as error:
         raise StoreUnavailable(f"cannot read database {database}: {error}") from error
+    except Exception as error:
+        translated = server_error(database, error) if isinstance(database, str) else error
+        if translated is error:
+            raise
+        raise translated from error  # a server's error, in one line
     if not context:
         return ""
     output = {"hookSpecificOutput": {"hookEventName": name, "additionalContext": context}}
