@@ -94,10 +94,15 @@ def test_a_server_that_is_down_is_one_line_and_exit_1(url: str, memctl: MemctlRu
         assert len(lines) == 1 and lines[0].startswith("memctl: error: cannot use the PostgreSQL")
 
 
-def test_the_password_never_reaches_a_message() -> None:
+def test_the_password_never_reaches_a_message(memctl: MemctlRunner) -> None:
+    url = "postgresql://memstore:hunter2@127.0.0.1:1/memstore"
     with pytest.raises(StoreUnavailable) as raised:
-        MemoryStore("postgresql://memstore:hunter2@127.0.0.1:1/memstore")
+        MemoryStore(url)
     assert "hunter2" not in str(raised.value) and "memstore:***@127.0.0.1:1" in str(raised.value)
+    for args in (["list"], ["path"]):
+        done = memctl("--db", url, *args)
+        assert "hunter2" not in done.stdout + done.stderr
+        assert "memstore:***@127.0.0.1:1" in done.stdout + done.stderr
 
 
 def test_store_reader_reads_a_server_without_sqlalchemy(postgres_url: str) -> None:

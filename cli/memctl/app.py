@@ -1135,7 +1135,12 @@ def mcp() -> None:
 @app.command()
 def path() -> None:
     """Print the database path (and, on stderr, the workspace and whether it exists yet)."""
-    print(State.db)
+    if isinstance(State.db, str):  # a server's URL, without its password
+        from memstore.storage.server import shown_url
+
+        print(shown_url(State.db))
+    else:
+        print(State.db)
     how = f"given by --db or {DB_VARIABLE}" if State.db_given else State.workspace.how
     exists = "exists" if _db_exists() else "not created yet ('memctl add' or 'import' will)"
     _err(f"workspace: {State.workspace.root} ({how}); database {exists}")
