@@ -6,8 +6,13 @@ except in CI (conftest)."""
 from __future__ import annotations
 
 import base64
+import json
+import os
 import shutil
 import sqlite3
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable
 from importlib import metadata
@@ -24,6 +29,7 @@ from memstore.recall.keyword import keyword_recall
 from memstore.recall.turn import recall
 from memstore.recall.vectors import SemanticIndex, SemanticModel
 from memstore.storage.store import MemoryStore
+from tests.anthropic_server import AnthropicServer, text_reply
 from tests.conftest import MemctlRunner
 
 if TYPE_CHECKING:
@@ -214,7 +220,7 @@ def test_vectors_computed_elsewhere_are_read_not_recomputed(
     first = index.similarities("a dog").by_id()
     elsewhere = SemanticIndex(nate, index.model)  # nothing in memory, all in the table
 
-    def compute(missing: list[tuple[int, int]], **_: object) -> dict[int, bytes]:
+    def compute(missing: list[tuple[int, int]], *_: object) -> dict[int, bytes]:
         assert missing == [], "vectors were computed again"
         return {}
 
@@ -453,7 +459,7 @@ def test_without_a_key_recall_says_so_on_the_semantic_path_too(
     assert shown.stderr.startswith("keyword+semantic recall (no ANTHROPIC_API_KEY set): 1")
 
 
-def test_import_of_many_memories_says_to_index(
+def test_an_import_of_many_memories_computes_their_vectors_in_the_background(
     memctl: MemctlRunner, semantic_model: Path, tmp_path: Path
 ) -> None:
     folder = tmp_path / "memories"
@@ -472,8 +478,10 @@ def test_import_of_many_memories_says_to_index(
     )
     done = memctl("import", str(folder))
     assert "1 updated" in done.stderr
-    assert "semantic recall: 65 memories have no vector yet" in done.stderr
-    assert "no vector yet" not in memctl("import", str(folder)).stderr  # nothing changed
+    assert "semantic recall: computing 65 vectors in the background" in done.stderr
+    # A `memctl semantic index` of its own computes them, after the import has returned.
+    _wait_for(lambda: "vectors: 65 of 65" in memctl("semantic", "status").stdout)
+    assert "vectors" not in memctl("import", str(folder)).stderr  # nothing changed
 
 
 def test_nearest_orders_the_best_and_breaks_ties_by_id(index: SemanticIndex) -> None:
@@ -504,3 +512,136 @@ def test_a_memory_far_in_meaning_is_left_out_even_with_a_shared_word(
     hits, _ = offline_recall(store, "When does the office wifi code change?", 5, semantic=semantic)
     assert [hit.memory.name for hit in hits] == ["project-wifi"]
     assert hits[0].similarity is not None and hits[0].similarity < 0.99
+
+
+# -- vectors computed in the background -------------------------------------------------
+
+
+def _count_vectors(db: Path) -> int:
+    connection = sqlite3.connect(db)
+    try:
+        return int(connection.execute("SELECT count(*) FROM memory_vector").fetchone()[0])
+    finally:
+        connection.close()
+
+
+def _wait_for(condition: Callable[[], bool], seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "waited too long"
+        time.sleep(0.05)
+
+
+def test_in_the_background_recall_computes_no_vector_and_a_thread_does(
+    nate: MemoryStore, shared_model: SemanticModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shared_model.encoder()  # loaded: the index is ready at once
+    memories_encoded_by: set[str] = set()
+    encoder = shared_model.encoder()
+    original = encoder.encode
+
+    def encode(texts: list[str]) -> np.ndarray:
+        if len(texts) > 1:
+            memories_encoded_by.add(threading.current_thread().name)
+        return original(texts)
+
+    monkeypatch.setattr(encoder, "encode", encode)
+    index = SemanticIndex(nate, shared_model, background=True)
+    try:
+        first, used = offline_recall(nate, "Nate 养狗了吗", 5, semantic=index)
+        assert used and first == []  # no vector yet: only the keyword path, which finds none
+        _wait_for(lambda: _stored(nate) and len(_stored(nate)) == 6)
+        assert memories_encoded_by == {"memstore-vectors"}
+        hits, used = offline_recall(nate, "Nate 养狗了吗", 5, semantic=index)
+        assert used and [hit.memory.name for hit in hits] == ["user-pets-joy", "user-dog"]
+        # A new memory: computed in the background too, and compared once it is there.
+        nate.create("user-cat", "user", "Nate also adopted a kitten", "Called Mochi.")
+        offline_recall(nate, "Nate 养狗了吗", 5, semantic=index)
+        _wait_for(lambda: len(_stored(nate)) == 7)
+        assert nate.get("user-cat").id in index.similarities("kitten").by_id()
+    finally:
+        index.close()
+
+
+def test_in_the_background_a_model_still_loading_is_not_waited_for(nate: MemoryStore) -> None:
+    model = SemanticModel()  # not loaded yet
+    index = SemanticIndex(nate, model, background=True)
+    try:
+        hits, used = offline_recall(nate, "Nate's dog", 5, semantic=index)
+        assert not used and [hit.memory.name for hit in hits][:1] == ["user-dog"]
+        _wait_for(lambda: model.loaded() and len(_stored(nate)) == 6)
+        assert offline_recall(nate, "Nate's dog", 5, semantic=index)[1]
+    finally:
+        index.close()
+
+
+def test_in_the_background_a_busy_database_delays_vectors_and_loses_none(
+    nate: MemoryStore, shared_model: SemanticModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vectors, "BUSY_TIMEOUT_MS", 200)
+    shared_model.encoder()
+    connection = sqlite3.connect(nate.path)
+    connection.execute("BEGIN IMMEDIATE")  # another writer holds the database
+    index = SemanticIndex(nate, shared_model, background=True)
+    try:
+        hits, used = offline_recall(nate, "Nate's dog", 5, semantic=index)
+        assert used and [hit.memory.name for hit in hits][:1] == ["user-dog"]
+        assert index._indexer is not None
+        index._indexer.join(60)
+        assert index._indexer.failed and "database is locked" in index._indexer.failed
+    finally:
+        connection.rollback()
+        connection.close()
+    assert _stored(nate) == {}
+    # Not started again at once (the pause), then again: every vector is computed.
+    offline_recall(nate, "Nate's dog", 5, semantic=index)
+    index._indexer_paused_until = 0.0
+    offline_recall(nate, "Nate's dog", 5, semantic=index)
+    _wait_for(lambda: len(_stored(nate)) == 6)
+    index.close()
+
+
+def test_a_chat_turn_does_not_wait_for_vectors_and_a_crash_loses_none(
+    tmp_path: Path, anthropic_server: AnthropicServer, memctl: MemctlRunner, semantic_model: Path
+) -> None:
+    db = tmp_path / ".memory" / "memstore.db"
+    db.parent.mkdir()
+    count = 3_000  # minutes' worth of vectors on a slow machine, seconds on a fast one
+    with MemoryStore(db) as store, store.transaction() as tx:
+        for i in range(count):
+            tx.create(f"note-{i}", "project", f"Build note {i}", f"The build step {i} runs.")
+    # The turn: the model's selection, its reply, extraction.
+    anthropic_server.script(text_reply("[]"), text_reply("Hello there."), text_reply("[]"))
+    env = {**os.environ, "ANTHROPIC_API_KEY": "test-key", "MEMSTORE_SETTINGS": os.devnull}
+    env["ANTHROPIC_BASE_URL"] = anthropic_server.url
+    env.pop("MEMSTORE_DB", None)
+    chat = subprocess.Popen(
+        [sys.executable, "-m", "memctl", "chat"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+    )
+    try:
+        # While the chat waits for a prompt, vectors are computed.
+        _wait_for(lambda: _count_vectors(db) > 0)
+        assert chat.stdin is not None
+        chat.stdin.write("hello\n")
+        chat.stdin.flush()
+        _wait_for(lambda: len(anthropic_server.requests) == 3)  # the turn is done
+        assert _count_vectors(db) < count  # answered while vectors were still computed
+    finally:
+        chat.kill()  # a crash, mid-way
+        chat.wait(60)
+    assert "Hello there." in json.dumps(anthropic_server.requests[-1])
+    done = _count_vectors(db)
+    indexed = memctl("semantic", "index")
+    assert indexed.returncode == 0, indexed.stderr
+    assert indexed.stderr.startswith(f"computed {count - done} vectors in ")
+    check = memctl("history", "--verify")
+    assert check.returncode == 0, check.stderr
+    with MemoryStore(db) as store:
+        assert store.count() == count
+        assert store.vector_counts(model_files.MODEL_NAME) == (count, count)

@@ -900,16 +900,34 @@ def _render_import(report: Any, directory: Path) -> None:
 
 
 def _hint_semantic_index() -> None:
-    """After an import: say when semantic recall would compute many vectors a few at a time."""
+    """After an import: many memories without a vector are computed by a `memctl semantic
+    index` of their own, in the background (recalls would compute them a few at a time)."""
+    import subprocess
+
     from memstore.recall.vectors import vectors_to_index
 
     with _store() as store:
         missing = vectors_to_index(store)
-    if missing:
-        _err(
-            f"semantic recall: {missing} memories have no vector yet; `memctl semantic index`"
-            " computes them now (recalls compute them a few at a time)"
+    if not missing:
+        return
+    index = [sys.executable, "-m", "memctl", "--db", str(State.db), "semantic", "index"]
+    try:
+        # Detached, its output nowhere: it must not hold the terminal or outlive a pipe.
+        subprocess.Popen(
+            index,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
+    except OSError as error:
+        _err(f"semantic recall: {missing} memories have no vector yet ({error});"
+             " `memctl semantic index` computes them")  # fmt: skip
+        return
+    _err(
+        f"semantic recall: computing {missing} vectors in the background"
+        " (`memctl semantic status` says how many are done)"
+    )
 
 
 def _progress_printer() -> Callable[[int, int], None]:

@@ -210,7 +210,8 @@ def run_chat(
                 client,
                 session_id=session_id,
                 export_dir=export_dir,
-                semantic=SemanticIndex(store),
+                # Its model loaded and vectors computed by a thread: never on a prompt.
+                semantic=SemanticIndex(store, background=True),
             )
             if use_memory
             else None
@@ -244,9 +245,13 @@ def run_chat(
         )
         if skip_approvals:
             events.notice(f"{SKIP_FLAG}: commands, writes and edits run without asking")
+        if memory is not None and memory.semantic is not None:
+            memory.semantic.start()  # while the user types the first prompt
         try:
             _repl(agent, store, events, reader, export_dir)
         finally:
+            if memory is not None and memory.semantic is not None:
+                memory.semantic.close()
             events.line(f"session saved in {session.directory}", style="dim")
 
 

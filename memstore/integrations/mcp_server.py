@@ -130,6 +130,8 @@ class MemoryTools:
         self._doors.existing_store()
 
     def close(self) -> None:
+        if self._semantic is not None:
+            self._semantic.close()
         self._doors.close()
 
     @property
@@ -173,7 +175,7 @@ class MemoryTools:
         if store is None:
             return RecallResult(path=RecallPath.NONE.value, reason=NOTHING_YET, memories=[])
         if self._semantic is None:
-            self._semantic = SemanticIndex(store)
+            self._semantic = SemanticIndex(store, background=True)
         hits, semantic_used = offline_recall(store, text, limit, semantic=self._semantic)
         path = RecallPath.KEYWORD_AND_SEMANTIC if semantic_used else RecallPath.KEYWORD
         return RecallResult(

@@ -49,7 +49,13 @@ def offline_recall(
     is there. The model reads English and Chinese: a question in one language finds a
     memory written in the other even when they share no word."""
     focus = (newest if newest is not None else text).strip()[:SEMANTIC_TEXT_MAX_CHARS]
-    if semantic is None or limit <= 0 or not focus or semantic.unavailable_reason() is not None:
+    if (
+        semantic is None
+        or limit <= 0
+        or not focus
+        or semantic.unavailable_reason() is not None
+        or not semantic.ready()  # its model still loading in the background: not waited for
+    ):
         return keyword_recall(store, text, limit), False
     hits = keyword_recall(store, text, max(limit, SEMANTIC_CANDIDATES))
     try:
