@@ -498,7 +498,8 @@ def semantic_status(json: JsonOption = False) -> None:
         print_json(status)
         return
     print(f"semantic recall: {'on' if reason is None else 'off (' + reason + ')'}")
-    print(f"model: {status['model']} ({status['package']}) in {status['folder']}")
+    where = f"in {status['folder']}" if model.folder.is_dir() else "not installed"
+    print(f"model: {status['model']} ({status['package']}) {where}")
     print(f"vectors: {present} of {count(live, 'memory', 'memories')}")
 
 
