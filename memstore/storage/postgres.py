@@ -15,7 +15,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
 from memstore.errors import QueryFailed, StoreUnavailable
-from memstore.storage.engine import ReadOnlyQuery, to_json, writer
+from memstore.storage.engine import ReadOnlyQuery, stored_revision, to_json, writer
 from memstore.storage.schema_version import SCHEMA_HEAD, VERSION_TABLE
 from memstore.storage.server import (
     CONNECT_TIMEOUT_S,
@@ -43,7 +43,8 @@ def driver_url(url: str) -> str:
 
 
 def _begin(connection: Any) -> None:
-    # A writer waits for the previous writer's commit, then holds the lock to its own end.
+    # A writer (engine.writer: the option SQLite's BEGIN IMMEDIATE reads) waits for the
+    # previous writer's commit, then holds the lock to its own end.
     if connection.get_execution_options().get("sqlite_begin") == "IMMEDIATE":
         connection.exec_driver_sql(f"SET LOCAL lock_timeout = {LOCK_TIMEOUT_MS}")
         connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITER_LOCK})")
@@ -62,16 +63,6 @@ def create_postgres_engine(url: str) -> Engine:
     )
     event.listen(engine, "begin", _begin)
     return engine
-
-
-def stored_revision(engine: Engine) -> str | None:
-    with engine.connect() as connection:
-        table = connection.exec_driver_sql(
-            "SELECT to_regclass(%(name)s)", {"name": VERSION_TABLE}
-        ).scalar()
-        if table is None:
-            return None
-        return connection.exec_driver_sql(f"SELECT version_num FROM {VERSION_TABLE}").scalar()
 
 
 def open_postgres(url: str, *, create: bool = True) -> Engine:
