@@ -645,3 +645,16 @@ def test_a_chat_turn_does_not_wait_for_vectors_and_a_crash_loses_none(
     with MemoryStore(db) as store:
         assert store.count() == count
         assert store.vector_counts(model_files.MODEL_NAME) == (count, count)
+
+
+def test_vectors_of_another_model_are_recomputed_never_compared(
+    nate: MemoryStore, index: SemanticIndex
+) -> None:
+    # As a store left by the English model has them: 384 wide, under its name.
+    old = [(m.id, m.version, b"\0" * 384 * 4) for m in nate.memories()]
+    nate.save_vectors("all-MiniLM-L6-v2", old, wait_ms=1000)
+    assert nate.vector_counts(model_files.MODEL_NAME) == (0, 6)
+    near = index.similarities("a dog").by_id()
+    assert len(near) == 6 and max(near.values()) > 0.2  # all compared, with new vectors
+    assert nate.vector_counts(model_files.MODEL_NAME) == (6, 6)
+    assert nate.vector_counts("all-MiniLM-L6-v2") == (0, 6)  # replaced, one row a memory
