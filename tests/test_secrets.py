@@ -535,6 +535,7 @@ def test_consolidation_refuses_every_credential_and_keeps_look_alikes(
         store.create("b", "project", "B", f"second {index}")
 
 
+@pytest.mark.both_engines
 def test_undo_and_restore_cannot_bring_a_refused_text_back(store: MemoryStore) -> None:
     leak = "my password is hunter2"
     store.create("wifi", "user", "Wifi", leak, allow_secrets=True)
