@@ -27,7 +27,7 @@ def test_version_and_its_short_flag(memctl: MemctlRunner) -> None:
 
 
 def test_h_is_help_everywhere(memctl: MemctlRunner) -> None:
-    for command in ([], ["list"], ["edit"], ["semantic"], ["semantic", "fetch"]):
+    for command in ([], ["list"], ["edit"], ["semantic"], ["semantic", "index"]):
         short, long = memctl(*command, "-h"), memctl(*command, "--help")
         assert short.returncode == long.returncode == 0, short.stderr
         assert short.stdout == long.stdout and "-h, --help" in short.stdout
