@@ -911,11 +911,15 @@ def _hint_semantic_index() -> None:
         missing = vectors_to_index(store)
     if not missing:
         return
-    index = [sys.executable, "-m", "memctl", "--db", str(State.db), "semantic", "index"]
+    index = [sys.executable, "-m", "memctl", "semantic", "index"]
+    # The database by the environment, not argv: a server's URL may hold a password, and
+    # argv is anyone's to read in `ps`.
+    environment = {**os.environ, DB_VARIABLE: str(State.db)}
     try:
         # Detached, its output nowhere: it must not hold the terminal or outlive a pipe.
         subprocess.Popen(
             index,
+            env=environment,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
