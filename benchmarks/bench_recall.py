@@ -10,6 +10,7 @@ Each set is imported through the real import path into a fresh store.
     .venv/bin/python benchmarks/bench_recall.py --quick    # latency up to 10,000 only
     .venv/bin/python benchmarks/bench_recall.py --per-query recall_dev   # each query's picks
     .venv/bin/python benchmarks/bench_recall.py --ablation # each rule and word list on and off
+    .venv/bin/python benchmarks/bench_recall.py --tuning-only   # never reads the held-out sets
 
 With semantic recall available (the `semantic` extra), the offline path with it
 ("+semantic") is scored beside the keyword path alone, and its latency measured too.
@@ -225,21 +226,22 @@ def cell(value: float | None) -> str:
     return "   - " if value is None else f"{value:.3f}"[1:] if value < 1 else "1.00"
 
 
-def print_side_by_side(tuning: dict[str, Rows], held_out: dict[str, Rows], labels: str) -> None:
+def print_side_by_side(
+    tuning: dict[str, Rows], held_out: dict[str, Rows] | None, labels: str
+) -> None:
     """R@5 per language of each method on a tuning set and a held-out set, side by side,
-    and the share of no-answer turns each leaves empty."""
-    print(f"\n== side by side, R@5 (tuning | held out): {labels}")
+    and the share of no-answer turns each leaves empty; the tuning side alone without one."""
+    shown = "tuning | held out" if held_out is not None else "tuning only"
+    print(f"\n== side by side, R@5 ({shown}): {labels}")
     languages = ("all", *LANGUAGES, "zh+mixed")
     print("  " + " " * 9 + "".join(f"  {lang:>11}" for lang in languages) + "   empty on no-answer")
-    for name in held_out:
-        dev, held = by_language(tuning.get(name, [])), by_language(held_out[name])
-        cells = [
-            f"{cell(mean_score(dev[lang], 'R@5'))} | {cell(mean_score(held[lang], 'R@5'))}"
-            for lang in languages
-        ]
-        empties = [empty_share(rows) for rows in (tuning.get(name, []), held_out[name])]
-        shown = " | ".join("  - " if e is None else f"{e[0]:>4.0%}" for e in empties)
-        print(f"  {name:9}" + "".join(f"  {c:>11}" for c in cells) + f"   {shown}")
+    for name in tuning if held_out is None else held_out:
+        sides = [tuning.get(name, [])] + ([] if held_out is None else [held_out[name]])
+        slices = [by_language(rows) for rows in sides]
+        cells = [" | ".join(cell(mean_score(s[lang], "R@5")) for s in slices) for lang in languages]
+        empties = [empty_share(rows) for rows in sides]
+        empty = " | ".join("  - " if e is None else f"{e[0]:>4.0%}" for e in empties)
+        print(f"  {name:9}" + "".join(f"  {c:>11}" for c in cells) + f"   {empty}")
 
 
 def random_word_store(path: Path, count: int, vocabulary: list[str]) -> MemoryStore:
@@ -543,6 +545,11 @@ def main() -> None:
     )
     parser.add_argument("--no-latency", action="store_true")
     parser.add_argument(
+        "--tuning-only",
+        action="store_true",
+        help="skip the held-out sets entirely: nothing of theirs is read or printed",
+    )
+    parser.add_argument(
         "--ablation", action="store_true", help="only: each rule and word list on and off"
     )
     parser.add_argument("--metric", default="R@5", choices=["R@5", "MRR", "hit@5", "P@5"],
@@ -550,11 +557,12 @@ def main() -> None:
     args = parser.parse_args()
     if args.per_query in HELD_OUT_SETS and not args.per_query_heldout:
         parser.error(f"{args.per_query} is held out: tune on {' or '.join(TUNING_SETS)}")
+    held_out = () if args.tuning_only else HELD_OUT_SETS
     if args.ablation:
-        bench_ablation([*TUNING_SETS, *HELD_OUT_SETS], args.metric)
+        bench_ablation([*TUNING_SETS, *held_out], args.metric)
         return
     results: dict[str, dict[str, Rows]] = {}
-    for name in (*TUNING_SETS, *HELD_OUT_SETS):
+    for name in (*TUNING_SETS, *held_out):
         label = f"{name} (held out)" if name in HELD_OUT_SETS else name
         if not set_root(name).exists():
             print(f"\n== {label}: not found at {set_root(name)}")
@@ -562,9 +570,11 @@ def main() -> None:
         results[name] = run_set(label, set_stores(set_root(name)), args.per_query == name)
     tuned = [name for name in BILINGUAL_TUNING_SETS if name in results]
     pooled = {m: [row for name in tuned for row in results[name][m]] for m in METHODS}
-    for name in HELD_OUT_SETS:
+    for name in held_out:
         if name in results:
             print_side_by_side(pooled, results[name], f"{' + '.join(tuned)} | {name}")
+    if args.tuning_only:
+        print_side_by_side(pooled, None, " + ".join(tuned))
     if "locomo_dev" in results:
         print("  locomo_dev: tuning only here (its other five conversations are held out")
         print("  by the issue's authors, not in this repository)")
