@@ -191,7 +191,16 @@ MEMORIES = [
 
 @pytest.mark.parametrize(
     "query",
-    ["deploy docker", "deploying", "镜像 推送", "port 8080", '"port 8080"', "tab* spaces"],
+    [
+        "deploy docker",
+        "deploying",
+        "镜像 推送",
+        "port 8080",
+        '"port 8080"',
+        "tab* spaces",
+        "behind_the proxy",  # a phrase of two words (FTS5 splits at `_`)
+        "behind_th* dev",  # a phrase whose last word is a prefix
+    ],
 )
 def test_postgresql_ranks_as_fts5_does(postgres_url: str, tmp_path: Path, query: str) -> None:
     scores = []
@@ -221,6 +230,44 @@ def test_search_by_type_and_after_changes(postgres_url: str) -> None:
         assert store.search("fridays") == []
         store.restore("deploy-docker")
         assert {h.memory.name for h in store.search("deploy")} == {"deploy-docker", "deploying"}
+
+
+def term_statistics(store: MemoryStore) -> list[object]:
+    """memory_fts_term and memory_fts_stats as they are, and as the index says they should be."""
+    with store.engine.connect() as connection:
+        return [
+            connection.exec_driver_sql(query).fetchall()
+            for query in (
+                "SELECT lexeme, memory_id, frequency, words FROM memory_fts_term ORDER BY 1, 2",
+                "SELECT u.lexeme, f.memory_id, (SELECT sum(CASE w WHEN 'A' THEN 5 WHEN 'B'"
+                " THEN 3 ELSE 1 END) FROM unnest(u.weights) AS w), f.words"
+                " FROM memory_fts AS f, unnest(f.document) AS u ORDER BY 1, 2",
+                "SELECT documents, words FROM memory_fts_stats",
+                "SELECT count(*), coalesce(sum(words), 0) FROM memory_fts",
+            )
+        ]
+
+
+def test_term_statistics_follow_every_write_and_an_upgrade(postgres_url: str) -> None:
+    with MemoryStore(postgres_url) as store:
+        for memory in MEMORIES:
+            store.create(*memory)
+        store.update("deploying", body="Releases wait for a review.")
+        store.delete("deploy-docker")
+        store.restore("deploy-docker")
+        store.delete("tabs")
+        terms, expected, stats, counted = term_statistics(store)
+        assert terms == expected and len(terms) > 20
+        assert stats == counted == [(len(MEMORIES) - 1, counted[0][1])]
+        before = store.rank_ids(query_terms("deploy review port"), 10)
+        config = alembic_config()
+        with store.engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.downgrade(config, "0005")
+    with MemoryStore(postgres_url) as store:  # the upgrade counts the memories already there
+        terms, expected, stats, counted = term_statistics(store)
+        assert terms == expected and stats == counted
+        assert store.rank_ids(query_terms("deploy review port"), 10) == before
 
 
 def test_verify_finds_tampering_that_bypasses_the_triggers(

@@ -6,9 +6,12 @@ unicode61 splits it, then stemmed by the `memstore` text search configuration: t
 stemmer FTS5 uses, with no stopwords (queries leave memstore's own out, as on SQLite). Name,
 description and body carry the weights A, B and D, so each position says its column.
 
-The GIN index finds the memories matching any query term; their terms' positions then give
-FTS5's bm25 exactly (search.BM25_WEIGHTS per column, k1 1.2, b .75, idf over all memories):
-ts_rank has no idf, and recall's choices rest on it (docs/postgresql.md).
+The server computes FTS5's bm25 exactly (search.BM25_WEIGHTS per column, k1 1.2, b .75, idf
+over all memories) and returns the best few: a trigger on memory_fts (revision 0006) keeps
+memory_fts_term, each memory's words with their column-weighted counts, and memory_fts_stats,
+the memories and words in all, so a query word reads its own rows only. A phrase of several
+words is counted from the positions of the memories holding it (the GIN index finds them).
+ts_rank was not used: it has no idf, and recall's choices rest on it (docs/postgresql.md).
 
 The index is written by the write transaction (WriteTransaction.write), not by a trigger:
 the segmentation is memstore's Python, which the server does not run.
@@ -16,7 +19,6 @@ the segmentation is memstore's Python, which the server does not run.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -45,31 +47,39 @@ def words(text: str) -> list[str]:
 
 
 _DOCUMENT = (
-    f"setweight(to_tsvector('{CONFIGURATION}', %s), 'A')"
-    f" || setweight(to_tsvector('{CONFIGURATION}', %s), 'B')"
-    f" || setweight(to_tsvector('{CONFIGURATION}', %s), 'D')"
+    f"setweight(to_tsvector('{CONFIGURATION}', a), 'A')"
+    f" || setweight(to_tsvector('{CONFIGURATION}', b), 'B')"
+    f" || setweight(to_tsvector('{CONFIGURATION}', d), 'D')"
 )
 
 
 def index(connection: SQLConnection, memories: Iterable[MemoryRecord]) -> None:
     """Bring the index in step with these memories' final states (in the writer's
-    transaction): a live memory's words replace its old ones, a deleted one leaves."""
-    live, gone = [], []
+    transaction): a live memory's words replace its old ones, a deleted one leaves. One
+    statement each, whatever the number of memories (the index's statement triggers, 0006)."""
+    live: list[list[Any]] = [[], [], [], [], []]
+    gone = []
     for memory in memories:
         if memory.deleted_at is None:
             columns = [words(memory.name), words(memory.description), words(memory.body)]
             texts = [" ".join(column) for column in columns]
-            live.append((memory.id, *texts, sum(len(column) for column in columns)))
+            row = (memory.id, *texts, sum(len(column) for column in columns))
+            for values, value in zip(live, row, strict=True):
+                values.append(value)
         else:
-            gone.append((memory.id,))
+            gone.append(memory.id)
     if gone:
-        connection.exec_driver_sql("DELETE FROM memory_fts WHERE memory_id = %s", gone)
-    if live:
         connection.exec_driver_sql(
-            f"INSERT INTO memory_fts (memory_id, document, words) VALUES (%s, {_DOCUMENT}, %s)"
+            "DELETE FROM memory_fts WHERE memory_id = ANY(%s::int[])", (gone,)
+        )
+    if live[0]:
+        connection.exec_driver_sql(
+            f"INSERT INTO memory_fts (memory_id, document, words) SELECT id, {_DOCUMENT}, n"
+            " FROM unnest(%s::int[], %s::text[], %s::text[], %s::text[], %s::int[])"
+            " AS t (id, a, b, d, n)"
             " ON CONFLICT (memory_id) DO UPDATE"
             " SET document = excluded.document, words = excluded.words",
-            live,
+            tuple(live),
         )
 
 
@@ -109,27 +119,25 @@ def phrases(connection: Connection, terms: Sequence[str]) -> list[Phrase]:
 
 
 class Candidate(NamedTuple):
-    type: str
     words: int
     # lexeme -> {position: column weight}
     positions: dict[str, dict[int, str]]
 
 
-def _candidates(connection: Connection, wanted: list[Phrase]) -> dict[int, Candidate]:
-    """The memories matching any of `wanted`, with the positions of the wanted words."""
-    exact = sorted({lexeme for phrase in wanted for lexeme in phrase.lexemes})
-    prefixes = sorted({phrase.lexemes[-1] for phrase in wanted if phrase.prefix})
+def _candidates(connection: Connection, phrase: Phrase) -> dict[int, Candidate]:
+    """The memories matching `phrase`, with the positions of its words."""
+    exact = list(phrase.lexemes)
+    prefixes = [phrase.lexemes[-1]] if phrase.prefix else []
     rows = connection.execute(
-        "SELECT f.memory_id, m.type, f.words, u.lexeme, u.positions, u.weights"
-        " FROM memory_fts AS f JOIN memory AS m ON m.id = f.memory_id,"
-        " unnest(f.document) AS u"
-        " WHERE f.document @@ %s::tsquery AND m.deleted_at IS NULL"
+        "SELECT f.memory_id, f.words, u.lexeme, u.positions, u.weights"
+        " FROM memory_fts AS f, unnest(f.document) AS u"
+        " WHERE f.document @@ %s::tsquery"
         " AND (u.lexeme = ANY(%s::text[]) OR u.lexeme ^@ ANY(%s::text[]))",
-        (" | ".join(phrase.tsquery() for phrase in wanted), exact, prefixes),
+        (phrase.tsquery(), exact, prefixes),
     )
     found: dict[int, Candidate] = {}
-    for memory_id, type, length, lexeme, positions, weights in rows:
-        candidate = found.setdefault(memory_id, Candidate(type, length, {}))
+    for memory_id, length, lexeme, positions, weights in rows:
+        candidate = found.setdefault(memory_id, Candidate(length, {}))
         candidate.positions[lexeme] = dict(zip(positions, weights, strict=True))
     return found
 
@@ -165,60 +173,109 @@ def _at(positions: dict[str, dict[int, str]], lexeme: str, position: int, prefix
     return ""
 
 
+def _phrase_hits(connection: Connection, wanted: list[Phrase]) -> list[tuple[Any, ...]]:
+    """(phrase, memory, weighted count, words) of the phrases of several words, counted from
+    the positions of the memories holding all their words (few: a phrase is specific)."""
+    hits = []
+    for i, phrase in enumerate(wanted):
+        if len(phrase.lexemes) == 1:
+            continue
+        for memory_id, candidate in _candidates(connection, phrase).items():
+            frequency = _frequency(phrase, candidate.positions)
+            if frequency > 0:
+                hits.append((i, memory_id, frequency, candidate.words))
+    return hits
+
+
+def _word_hits(wanted: list[Phrase]) -> tuple[list[str], list[Any]]:
+    """SQL giving (phrase, memory, weighted count, words) for each phrase of one word, from
+    the rows of memory_fts_term holding it (a prefix: a range of them), and its parameters."""
+    parts, parameters = [], []
+    for i, phrase in enumerate(wanted):
+        if len(phrase.lexemes) > 1:
+            continue
+        (lexeme,) = phrase.lexemes
+        if phrase.prefix:
+            parts.append(
+                f"SELECT {i}, memory_id, sum(frequency), words FROM memory_fts_term"
+                " WHERE lexeme >= %s AND lexeme < %s GROUP BY memory_id, words"
+            )
+            parameters += [lexeme, _after(lexeme)]
+        else:
+            parts.append(
+                f"SELECT {i}, memory_id, frequency, words FROM memory_fts_term WHERE lexeme = %s"
+            )
+            parameters.append(lexeme)
+    return parts, parameters
+
+
+def _after(prefix: str) -> str:
+    """The first string after every string starting with `prefix`, in code point order."""
+    following = ord(prefix[-1]) + 1
+    if 0xD800 <= following < 0xE000:  # surrogates are no characters
+        following = 0xE000
+    return prefix[:-1] + chr(min(following, 0x10FFFF))
+
+
+# FTS5's bm25 over the hits of each phrase: its idf counts the memories it is in (n), over
+# the whole index (a word in most memories still counts a little, as in FTS5).
+_SCORED = """
+WITH hits (i, memory_id, frequency, words) AS ({hits}),
+idf AS (
+    SELECT i, ln(((SELECT documents FROM memory_fts_stats) - count(*) + 0.5)::float8
+        / (count(*) + 0.5)) AS idf
+    FROM hits GROUP BY i),
+average AS (SELECT coalesce(nullif(words::float8 / greatest(documents, 1), 0), 1) AS words
+    FROM memory_fts_stats)
+SELECT h.memory_id, sum(
+    CASE WHEN idf.idf > 0 THEN idf.idf ELSE 1e-6 END * (h.frequency * {k1_plus_1}::float8)
+    / (h.frequency + {k1}::float8 * (1::float8 - {b}::float8 + {b}::float8 * h.words
+        / (SELECT words FROM average)))) AS score
+FROM hits AS h JOIN idf USING (i)
+{where}
+GROUP BY h.memory_id {having}
+ORDER BY score DESC, h.memory_id LIMIT %s
+"""
+
+
 def bm25(
-    connection: Connection, terms: Sequence[str], *, any_term: bool, type: str | None = None
+    connection: Connection,
+    terms: Sequence[str],
+    limit: int,
+    *,
+    any_term: bool,
+    type: str | None = None,
 ) -> dict[int, float]:
-    """FTS5's bm25 (higher is better) of every live memory matching all of `terms` (any,
-    with any_term), of `type` when given, by id."""
+    """FTS5's bm25 (higher is better) of the best `limit` live memories matching all of
+    `terms` (any, with any_term), of `type` when given, by id, best first. Scored by the
+    server: only the best rows come back."""
     wanted = phrases(connection, terms)
     if not wanted:
         return {}
-    candidates = _candidates(connection, wanted)
-    rows, tokens = connection.execute("SELECT count(*), sum(words) FROM memory_fts").fetchone()
-    average = (tokens or 0) / rows if rows else 1.0
-    frequencies = {
-        memory_id: _frequencies(wanted, candidate.positions)
-        for memory_id, candidate in candidates.items()
-    }
-    # How many memories hold each phrase: its idf, over every memory (as FTS5 counts it).
-    hits = [sum(1 for found in frequencies.values() if found[i] > 0) for i in range(len(wanted))]
-    scores = {}
-    for memory_id, found in frequencies.items():
-        candidate = candidates[memory_id]
-        if (type is not None and candidate.type != type) or not any(found):
-            continue
-        if not any_term and not all(found):
-            continue
-        length = 1 - B + B * candidate.words / (average or 1.0)
-        scores[memory_id] = sum(
-            _idf(rows, hits[i]) * f * (K1 + 1) / (f + K1 * length)
-            for i, f in enumerate(found)
-            if f > 0
-        )
-    return scores
-
-
-def _frequencies(wanted: list[Phrase], positions: dict[str, dict[int, str]]) -> list[float]:
-    """Each phrase's weighted count in one memory; only the phrases whose first word the
-    memory has are counted (a memory holds few of a query's words)."""
-    found = [0.0] * len(wanted)
-    for i, phrase in enumerate(wanted):
-        if phrase.prefix or phrase.lexemes[0] in positions:
-            found[i] = _frequency(phrase, positions)
-    return found
-
-
-def _idf(rows: int, hits: int) -> float:
-    idf = math.log((rows - hits + 0.5) / (hits + 0.5))
-    return idf if idf > 0 else 1e-6  # as FTS5: a word in most memories still counts a little
+    parts, parameters = _word_hits(wanted)
+    phrase_hits = _phrase_hits(connection, wanted)
+    if phrase_hits:
+        parts.append("SELECT * FROM unnest(%s::int[], %s::int[], %s::float8[], %s::int[])")
+        parameters += [list(column) for column in zip(*phrase_hits, strict=True)]
+    if not parts:
+        return {}
+    where, having = "", ""
+    if type is not None:
+        where = "WHERE h.memory_id IN (SELECT id FROM memory WHERE type = %s)"
+        parameters.append(type)
+    if not any_term:
+        having = f"HAVING count(*) = {len(wanted)}"
+    query = _SCORED.format(
+        hits=" UNION ALL ".join(parts), where=where, having=having, k1=K1, k1_plus_1=K1 + 1, b=B
+    )
+    rows = connection.execute(query, (*parameters, limit))
+    return {memory_id: score for memory_id, score in rows}
 
 
 def ranked_ids(connection: Connection, terms: Sequence[str], limit: int) -> dict[int, float]:
     """The bm25 (higher is better) of the best `limit` memories matching any of `terms`,
     by id."""
-    scores = bm25(connection, terms, any_term=True)
-    best = sorted(scores, key=lambda i: (-scores[i], i))[:limit]
-    return {memory_id: scores[memory_id] for memory_id in best}
+    return bm25(connection, terms, limit, any_term=True)
 
 
 def ranked_matches(
@@ -232,13 +289,12 @@ def ranked_matches(
 ) -> list[tuple[Any, ...]]:
     """Rows of live memories matching `terms` (of `type`, when given), best first, each
     followed by its score as search.ranked_matches gives it (lower is better)."""
-    scores = bm25(connection, terms, any_term=any_term, type=type)
-    best = sorted(scores, key=lambda i: (-scores[i], i))[:limit]
-    if not best:
+    scores = bm25(connection, terms, limit, any_term=any_term, type=type)
+    if not scores:
         return []
     selected = ", ".join(columns)
     rows = connection.execute(
-        f"SELECT id, {selected} FROM memory WHERE id = ANY(%s::int[])", (best,)
+        f"SELECT id, {selected} FROM memory WHERE id = ANY(%s::int[])", (list(scores),)
     ).fetchall()
     by_id = {row[0]: row[1:] for row in rows}
-    return [(*by_id[i], -scores[i]) for i in best if i in by_id]
+    return [(*by_id[i], -score) for i, score in scores.items() if i in by_id]

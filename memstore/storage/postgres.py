@@ -20,6 +20,7 @@ from memstore.storage.schema_version import SCHEMA_HEAD, VERSION_TABLE
 from memstore.storage.server import (
     CONNECT_TIMEOUT_S,
     MISSING_DRIVER,
+    SESSION_SETTINGS,
     connect_reader,
     first_line,
     server_error,
@@ -62,7 +63,15 @@ def create_postgres_engine(url: str) -> Engine:
         json_serializer=to_json,
     )
     event.listen(engine, "begin", _begin)
+    event.listen(engine, "connect", _configure_session)
     return engine
+
+
+def _configure_session(dbapi_connection: Any, _record: Any) -> None:
+    with dbapi_connection.cursor() as cursor:
+        for setting in SESSION_SETTINGS:
+            cursor.execute(setting)
+    dbapi_connection.commit()  # a SET in a transaction rolled back would be undone
 
 
 def open_postgres(url: str, *, create: bool = True) -> Engine:
@@ -88,7 +97,14 @@ def open_postgres(url: str, *, create: bool = True) -> Engine:
 # The role layout (docs/postgresql.md): the owner role migrates and owns the tables; an
 # application role reads and writes memories but may only append to history.
 APPEND_ONLY = ("memory_event", "run", "memory_purge")
-WRITABLE = ("memory", "memory_fts", "memory_vector", "exported_file")
+WRITABLE = (
+    "memory",
+    "memory_fts",
+    "memory_fts_term",
+    "memory_fts_stats",
+    "memory_vector",
+    "exported_file",
+)
 READABLE = (
     VERSION_TABLE,
     "live_memory",

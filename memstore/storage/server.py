@@ -12,6 +12,9 @@ from memstore.errors import MemstoreError, StoreUnavailable
 
 # A server that does not answer is reported after this long, not after TCP's minutes.
 CONNECT_TIMEOUT_S = 5
+# memstore's queries are short: compiling one (JIT) or starting workers for it costs more
+# than it saves, which the planner's estimates on a large store may not see.
+SESSION_SETTINGS = ("SET jit = off", "SET max_parallel_workers_per_gather = 0")
 MISSING_DRIVER = (
     "memstore on PostgreSQL needs psycopg 3: pip install 'agent-memstore[postgres]'"
     " (or pip install '.[postgres]' in a clone)"
@@ -67,4 +70,6 @@ def connect_reader(url: str) -> Any:
     except psycopg.Error as error:
         raise server_error(url, error) from None
     connection.execute("SET default_transaction_read_only = on")
+    for setting in SESSION_SETTINGS:
+        connection.execute(setting)
     return connection
