@@ -658,3 +658,23 @@ def test_vectors_of_another_model_are_recomputed_never_compared(
     assert len(near) == 6 and max(near.values()) > 0.2  # all compared, with new vectors
     assert nate.vector_counts(model_files.MODEL_NAME) == (6, 6)
     assert nate.vector_counts("all-MiniLM-L6-v2") == (0, 6)  # replaced, one row a memory
+
+
+def test_a_memory_is_compared_by_the_nearer_of_its_description_and_its_whole_text(
+    nate: MemoryStore, index: SemanticIndex, encoder: SentenceEncoder
+) -> None:
+    # As a store left before descriptions were encoded alone: one text, 512 wide.
+    old = [(m.id, m.version, b"\0" * 512 * 4) for m in nate.memories()]
+    nate.save_vectors(model_files.MODEL_NAME, old, wait_ms=1000)
+    near = index.similarities("狗")
+    dog = nate.get("user-dog")
+    question, described, whole = encoder.encode(
+        ["狗", dog.description, f"{dog.description}\n{dog.body}"]
+    )
+    # Computed again in the new width, and each text compared.
+    assert near.whole_of(dog.id) == pytest.approx(float(question @ whole), abs=1e-5)
+    assert near.of(dog.id) == pytest.approx(
+        max(float(question @ described), float(question @ whole)), abs=1e-5
+    )
+    stored = {i: v for i, _, v in nate.live_vectors(model_files.MODEL_NAME)}
+    assert {len(v) for v in stored.values()} == {vectors.VECTOR_BYTES}

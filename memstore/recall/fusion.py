@@ -69,16 +69,18 @@ def offline_recall(
     # meaning is recalled: a no-answer turn stays empty.
     alone = SEMANTIC_MIN_SIMILARITY if hits else SEMANTIC_ALONE_MIN_SIMILARITY
     similar = {i: near.of(i) for i in [*by_words, *near.nearest(SEMANTIC_CANDIDATES)]}
+    # Ranked by the nearer of a memory's texts; let in or left out by its whole text.
+    whole = {i: near.whole_of(i) for i in similar}
     fused = {
         i: (1 - SEMANTIC_WEIGHT) * (by_words[i].score / best_bm25 if i in by_words else 0.0)
         + SEMANTIC_WEIGHT * (similarity or 0.0)
         for i, similarity in similar.items()
-        if i in by_words or (similarity or 0.0) >= alone
+        if i in by_words or (whole[i] or 0.0) >= alone
     }
     ranked = sorted(fused, key=lambda i: (-fused[i], i))
     # After the best, a memory far in meaning is left out even when it shares a word.
     best = ranked[:1] + [
-        i for i in ranked[1:] if (similarity := similar[i]) is None or similarity >= SEMANTIC_KEEP
+        i for i in ranked[1:] if (similarity := whole[i]) is None or similarity >= SEMANTIC_KEEP
     ]
     best = best[:limit]
     records = store.by_ids([i for i in best if i not in by_words])
