@@ -7,7 +7,7 @@ SQLite file and a fresh PostgreSQL database. The server is a throwaway cluster t
 starts (tests/postgres_cluster.py: the server's binaries and psycopg are needed), or one
 given by --url (a database where it may CREATE DATABASE).
 
-    .venv/bin/python benchmarks/bench_postgres.py                # recall, and 10,000 memories
+    .venv/bin/python benchmarks/bench_postgres.py        # recall; 10,000 and 100,000 memories
     .venv/bin/python benchmarks/bench_postgres.py --size 1000
     .venv/bin/python benchmarks/bench_postgres.py --url 'postgresql://me@/postgres?host=/run/postgresql'
 """
@@ -44,6 +44,8 @@ from memstore.storage.store import MemoryStore
 
 ENGINES = ("sqlite", "postgresql")
 SETS = ("recall_dev", "locomo_dev")
+# The store sizes whose latency is measured (issue 16 asks for both).
+SIZES = (10_000, 100_000)
 # What the issue asks: PostgreSQL's recall within this much R@5 of SQLite's.
 TOLERANCE = 0.02
 
@@ -202,12 +204,18 @@ def timed(call: Any, store: MemoryStore, query: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="a PostgreSQL server's URL (default: a throwaway cluster)")
-    parser.add_argument("--size", type=int, default=10_000, help="memories for the latency")
+    parser.add_argument(
+        "--size",
+        type=int,
+        action="append",
+        help=f"memories for the latency, repeatable (default: {' and '.join(map(str, SIZES))})",
+    )
     arguments = parser.parse_args()
     with server(arguments.url) as databases:
         for name in SETS:
             report(name, run_set(name, databases))
-        bench_size(arguments.size, databases)
+        for size in arguments.size or SIZES:
+            bench_size(size, databases)
 
 
 if __name__ == "__main__":
