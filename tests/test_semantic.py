@@ -678,3 +678,26 @@ def test_a_memory_is_compared_by_the_nearer_of_its_description_and_its_whole_tex
     )
     stored = {i: v for i, _, v in nate.live_vectors(model_files.MODEL_NAME)}
     assert {len(v) for v in stored.values()} == {vectors.VECTOR_BYTES}
+
+
+def test_a_chinese_question_sharing_one_word_is_answered_when_meaning_agrees(
+    store: MemoryStore, semantic: SemanticIndex
+) -> None:
+    with store.transaction() as tx:
+        tx.create("warehouse-partitioning", "project",
+                  "Fact tables are partitioned by event date and clustered by customer id",
+                  "Queries must filter on the partition column.")  # fmt: skip
+        tx.create("explain-with-examples", "feedback", "Explain with a runnable example",
+                  "Short code beats long prose.")  # fmt: skip
+        tx.create("deploy-tags", "project", "Deploys go through the release workflow", "Tag.")
+        tx.create("user-editor", "user", "The user writes code in Neovim", "With LSP.")
+    # One term in common (分区, partition, by the glossary): under the keyword floor.
+    question = "数仓里的事实表按什么分区？"
+    assert keyword_recall(store, question, 5) == []
+    hits, _ = offline_recall(store, question, 5, semantic=semantic)
+    assert [hit.memory.name for hit in hits] == ["warehouse-partitioning"]
+    assert hits[0].matched
+    # In English, one word in common with the nearest memory is not enough.
+    english = "explain the CAP theorem briefly"
+    assert keyword_recall(store, english, 5) == []
+    assert offline_recall(store, english, 5, semantic=semantic)[0] == []
