@@ -11,11 +11,10 @@ from typing import TYPE_CHECKING
 
 from memstore.errors import SemanticUnavailable
 from memstore.recall.keyword import keyword_recall
-from memstore.recall.terms import HAN_CHARACTER
 from memstore.storage.store import MemoryStore, SearchHit
 
 if TYPE_CHECKING:
-    from memstore.recall.vectors import Nearness, SemanticIndex
+    from memstore.recall.vectors import SemanticIndex
 
 log = logging.getLogger(__name__)
 
@@ -64,25 +63,22 @@ def offline_recall(
     except SemanticUnavailable as error:  # the model's files do not load: said once
         log.warning("recall: semantic recall is off: %s", error)
         return hits[:limit], False
+    by_words = {hit.memory.id: hit for hit in hits}
+    best_bm25 = max(hits[0].score, 1e-9) if hits else 1.0
     # Below the relevance floor (no memory shares enough words) only a memory very near in
     # meaning is recalled: a no-answer turn stays empty.
     alone = SEMANTIC_MIN_SIMILARITY if hits else SEMANTIC_ALONE_MIN_SIMILARITY
-    hits = hits or agreed(store, text, focus, near)  # keywords and meaning agree: a hit
-    by_words = {hit.memory.id: hit for hit in hits}
-    best_bm25 = max(hits[0].score, 1e-9) if hits else 1.0
     similar = {i: near.of(i) for i in [*by_words, *near.nearest(SEMANTIC_CANDIDATES)]}
-    # Ranked by the nearer of a memory's texts; let in or left out by its whole text.
-    whole = {i: near.whole_of(i) for i in similar}
     fused = {
         i: (1 - SEMANTIC_WEIGHT) * (by_words[i].score / best_bm25 if i in by_words else 0.0)
         + SEMANTIC_WEIGHT * (similarity or 0.0)
         for i, similarity in similar.items()
-        if i in by_words or (whole[i] or 0.0) >= alone
+        if i in by_words or (similarity or 0.0) >= alone
     }
     ranked = sorted(fused, key=lambda i: (-fused[i], i))
     # After the best, a memory far in meaning is left out even when it shares a word.
     best = ranked[:1] + [
-        i for i in ranked[1:] if (similarity := whole[i]) is None or similarity >= SEMANTIC_KEEP
+        i for i in ranked[1:] if (similarity := similar[i]) is None or similarity >= SEMANTIC_KEEP
     ]
     best = best[:limit]
     records = store.by_ids([i for i in best if i not in by_words])
@@ -93,18 +89,3 @@ def offline_recall(
         elif i in records:
             chosen.append(SearchHit(records[i], fused[i], (), similar[i]))
     return chosen, True
-
-
-def agreed(store: MemoryStore, text: str, focus: str, near: Nearness) -> list[SearchHit]:
-    """Below the keyword floor, for a Chinese text: the best memory by keywords when it is
-    also the nearest in meaning (and not far). A Chinese question reaches an English memory
-    only through the glossary's words, so it often shares one term where the floor asks two;
-    the two rankings agreeing is the second piece of evidence. Not for English text: there
-    one shared word with the nearest memory fills no-answer turns."""
-    if not HAN_CHARACTER.search(focus):
-        return []
-    best = keyword_recall(store, text, 1, floor=False)
-    nearest = near.nearest(1)
-    if not best or nearest != [best[0].memory.id]:
-        return []
-    return best if (near.whole_of(nearest[0]) or 0.0) >= SEMANTIC_KEEP else []

@@ -37,12 +37,10 @@ class RankedStore(Protocol):
     def by_ids(self, ids: Sequence[int]) -> dict[int, MemoryRecord]: ...
 
 
-def keyword_recall(
-    store: RankedStore, text: str, limit: int = 5, *, floor: bool = True
-) -> list[SearchHit]:
+def keyword_recall(store: RankedStore, text: str, limit: int = 5) -> list[SearchHit]:
     """Memories ranked by bm25 over any of the text's terms and their equivalents, then by
     how many of the terms each one has, best first; none when even the best one shares
-    too little with the text (unless `floor` is False: fusion weighs them by meaning)."""
+    too little with the text."""
     terms = recall_terms(text)
     wanted = index_terms(terms)
     if not wanted or limit <= 0:
@@ -73,7 +71,7 @@ def keyword_recall(
         return []
     rescored.sort(key=lambda row: row[0], reverse=True)  # stable: bm25 order breaks ties
     required = MIN_SHARED_TERMS if total > MIN_SHARED_TERMS else 1
-    if floor and all(shared < required for _, shared, _, _ in rescored[:FLOOR_CANDIDATES]):
+    if all(shared < required for _, shared, _, _ in rescored[:FLOOR_CANDIDATES]):
         return []
     return [SearchHit(memory, score, words) for score, _, memory, words in rescored[:limit]]
 

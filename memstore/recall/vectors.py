@@ -1,15 +1,15 @@
 """Semantic recall: how near each memory of a store is to a text in meaning, by a local
 sentence encoder (the model of recall/model_files.py).
 
-Each memory's vector (from its description and body, and from its description alone) is
-computed the first time a recall needs it and kept in the memory_vector table with the
-memory's version, so it is computed again only when the memory changes. A SemanticIndex
-keeps one store's vectors in one matrix while the store is open, rebuilt when the store's
-memories change. Whoever opens the store makes one and hands it to recall; without one,
-recall is the keyword path alone. A long-lived process (memctl chat, the MCP server) makes
-it with background=True: the model is loaded and missing vectors are computed by a thread
-with its own connection, never on the user's prompt; until they are there, recall compares
-the memories that have one and finds the others by their words.
+Each memory's vector (from its description and body) is computed the first time a recall
+needs it and kept in the memory_vector table with the memory's version, so it is computed
+again only when the memory changes. A SemanticIndex keeps one store's vectors in one matrix
+while the store is open, rebuilt when the store's memories change. Whoever opens the store
+makes one and hands it to recall; without one, recall is the keyword path alone. A long-lived
+process (memctl chat, the MCP server) makes it with background=True: the model is loaded and
+missing vectors are computed by a thread with its own connection, never on the user's prompt;
+until they are there, recall compares the memories that have one and finds the others by
+their words.
 
 The model reads English and Chinese alike (see encoder.py): a question in one language finds
 memories written in the other.
@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memstore.errors import SemanticUnavailable, StoreUnavailable
-from memstore.recall.encoder import DIMENSION
 from memstore.recall.model_files import MODEL_NAME, missing_reason, model_folder
 from memstore.settings import SEMANTIC_VARIABLE, Settings
 from memstore.storage.engine import BUSY_TIMEOUT_MS
@@ -42,12 +41,8 @@ log = logging.getLogger(__name__)
 Progress = Callable[[int, int], None]
 Saved = Callable[[list[tuple[int, int, bytes]]], None]
 
-# A memory's texts for its vector: what it says, not its file name. Its description alone
-# too: a short question is nearer a one-line description than a long body, above all in the
-# other language. A memory's vector is both, one after the other; its similarity the greater.
-MEMORY_TEXTS = ("{description}\n{body}", "{description}")
-# A stored vector's width in bytes (float32): one of another width is computed again.
-VECTOR_BYTES = len(MEMORY_TEXTS) * DIMENSION * 4
+# A memory's text for its vector: what it says, not its file name.
+MEMORY_TEXT = "{description}\n{body}"
 # Vectors computed per batch while indexing, and stored per transaction.
 INDEX_BATCH = 64
 # A recall computes at most this many missing vectors, so that the first recall after a
@@ -164,23 +159,15 @@ class _Vectors:
 
 @dataclass(frozen=True)
 class Nearness:
-    """How near each live memory is to a text: cosine similarity, -1 to 1, to the nearer of
-    its texts (`scores`) and to its whole text (`whole`); None for a memory without a vector
-    yet (or not live), which is not known to be unrelated."""
+    """How near each live memory is to a text: cosine similarity, -1 to 1; None for a
+    memory without a vector yet (or not live), which is not known to be unrelated."""
 
     vectors: _Vectors
     scores: np.ndarray
-    whole: np.ndarray
 
     def of(self, memory_id: int) -> float | None:
         row = self.vectors.row_of.get(memory_id)
         return None if row is None else float(self.scores[row])
-
-    def whole_of(self, memory_id: int) -> float | None:
-        """To the memory's description and body together: a short description alone is near
-        any question that names what it names, so thresholds are judged on this one."""
-        row = self.vectors.row_of.get(memory_id)
-        return None if row is None else float(self.whole[row])
 
     def nearest(self, count: int) -> list[int]:
         """The ids of the `count` nearest memories, nearest first (ties: lower id first)."""
@@ -257,9 +244,7 @@ class SemanticIndex:
         query = self.model.encoder().encode([text])[0]
         # Not `@`: BLAS would split this product over threads that, on a busy machine, wait
         # for a core longer than one thread takes.
-        views = vectors.matrix.reshape(len(vectors.ids), len(MEMORY_TEXTS), DIMENSION)
-        each = np.einsum("ikj,j->ik", views, query)
-        return Nearness(vectors, each.max(axis=1), each[:, 0])
+        return Nearness(vectors, np.einsum("ij,j->i", vectors.matrix, query))
 
     def index_all(
         self,
@@ -302,7 +287,7 @@ class SemanticIndex:
         self._take_fresh()  # in the table by now: read there
         rows = self.store.live_vectors(MODEL_NAME)
         for memory_id, version, vector in rows:
-            if vector is not None and len(vector) == VECTOR_BYTES:
+            if vector is not None:
                 known[memory_id] = (version, vector)
 
         def current(memory_id: int, version: int) -> bool:
@@ -325,7 +310,7 @@ class SemanticIndex:
             )
         # Only memories with a vector of their current version are compared.
         ids = [memory_id for memory_id, version, _ in rows if current(memory_id, version)]
-        matrix = np.zeros((len(ids), VECTOR_BYTES // 4), dtype=np.float32)
+        matrix = np.zeros((len(ids), self.model.encoder().dimension), dtype=np.float32)
         for row, memory_id in enumerate(ids):
             matrix[row] = np.frombuffer(known[memory_id][1], dtype="<f4")
         live = {memory_id for memory_id, _, _ in rows}
@@ -377,12 +362,8 @@ class SemanticIndex:
             batch = missing[start : start + INDEX_BATCH]
             records = self.store.by_ids([memory_id for memory_id, _ in batch])
             live = [records[i] for i, _ in batch if i in records]
-            texts = [
-                text.format(description=m.description, body=m.body)
-                for m in live
-                for text in MEMORY_TEXTS
-            ]
-            encoded = self.model.encoder().encode(texts).reshape(len(live), VECTOR_BYTES // 4)
+            texts = [MEMORY_TEXT.format(description=m.description, body=m.body) for m in live]
+            encoded = self.model.encoder().encode(texts)
             rows = [
                 (memory.id, memory.version, vector.astype("<f4").tobytes())
                 for memory, vector in zip(live, encoded, strict=True)
