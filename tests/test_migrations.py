@@ -132,3 +132,21 @@ def test_plain_sqlite3_can_search_the_index(store: MemoryStore) -> None:
     ).fetchall()
     connection.close()
     assert rows == [("deploy",)]
+
+
+def test_runs_from_before_0007_record_no_one(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    MemoryStore(db).close()
+    downgrade(db, "0006")
+    connection = sqlite3.connect(db)
+    connection.execute(
+        "INSERT INTO run (id, actor, command, started_at) VALUES ('old', 'cli', 'x', '2026')"
+    )
+    connection.commit()
+    connection.close()
+    with MemoryStore(db) as store:  # opening upgrades: who made the old run is unknown
+        old = store.history.run("old")
+        assert old is not None and (old.identity, old.host) == (None, None)
+        store.create("new", "user", "d", "b")
+        new = store.history.run(store.history.events()[0].run_id)
+        assert new is not None and new.identity is not None and new.host is not None

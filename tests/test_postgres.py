@@ -173,6 +173,36 @@ def test_the_application_role_cannot_change_history(
         assert app.get("tabs").body == "Indent with tabs, width four."
 
 
+def test_a_run_records_the_connecting_role_whatever_the_client_claims(
+    postgres_cluster: Cluster, postgres_url: str
+) -> None:
+    name = Cluster.name_of(postgres_url)
+    postgres_cluster.execute("CREATE ROLE memstore_who_a LOGIN")
+    with MemoryStore(postgres_url) as owner:
+        grant_application_role(owner.engine, "memstore_who_a")
+    role_a = postgres_cluster.url(name, user="memstore_who_a")
+    with MemoryStore(role_a, actor="app") as store:
+        store.create("tabs", "user", "Tabs", "Indent with tabs.")
+        # A client that names someone else (or no one) for its run is overruled.
+        engine = create_postgres_engine(role_a)
+        try:
+            with engine.begin() as connection:
+                connection.exec_driver_sql(
+                    "INSERT INTO run (id, actor, command, started_at, identity, host)"
+                    " VALUES ('forged', 'app', 'x', '2026', 'memstore_owner', 'elsewhere'),"
+                    " ('silent', 'app', 'x', '2026', NULL, NULL)"
+                )
+        finally:
+            engine.dispose()
+        made = store.history.run(store.history.events()[0].run_id)
+        forged, silent = store.history.run("forged"), store.history.run("silent")
+        assert made is not None and forged is not None and silent is not None
+        assert [made.identity, forged.identity, silent.identity] == ["memstore_who_a"] * 3
+        # The host is the client's word, recorded as such.
+        assert forged.host == "elsewhere" and made.host is not None
+        assert store.history.verify().events == 1
+
+
 # -- search ----------------------------------------------------------------------------------
 
 MEMORIES = [

@@ -3,11 +3,14 @@ and on PostgreSQL (tests/conftest.py's `engine`)."""
 
 from __future__ import annotations
 
+import getpass
+import socket
 import sqlite3
 
 import pytest
 
 from memstore.errors import (
+    HistoryTampered,
     InvalidMemory,
     MemoryExists,
     MemoryNotFound,
@@ -149,6 +152,41 @@ def test_events_of_one_transaction_share_a_run(store: MemoryStore) -> None:
     assert {e.run_id for e in history} == {history[0].run_id}
     run = store.history.run(history[0].run_id)
     assert run is not None and run.actor == "import" and run.command == "memctl import x"
+
+
+def test_a_run_records_who_made_it(store: MemoryStore) -> None:
+    add_tabs(store)
+    with raw_sql(store) as connection:
+        # PostgreSQL's connecting role; SQLite has none: the OS user memstore runs as.
+        expected = (
+            getpass.getuser()
+            if store.url is None
+            else connection.execute("SELECT current_user").fetchone()[0]
+        )
+        views = [
+            connection.execute(f"SELECT identity, host FROM {view}").fetchall()
+            for view in ("run_summary", "memory_history")
+        ]
+    run = store.history.run(store.history.events()[0].run_id)
+    assert run is not None and (run.identity, run.host) == (expected, socket.gethostname())
+    assert views == [[(expected, socket.gethostname())]] * 2
+    assert store.history.verify().events == 1
+
+
+def test_who_made_a_run_is_append_only_and_in_the_chain(store: MemoryStore) -> None:
+    add_tabs(store)
+    with raw_sql(store) as connection:
+        for statement in ("UPDATE run SET identity = 'mallory'", "UPDATE run SET host = NULL"):
+            with pytest.raises(database_errors(), match="append-only"):
+                connection.execute(statement)
+        # With the triggers out of the way (as only an owner can), the chain still tells.
+        if store.url is None:
+            connection.execute("DROP TRIGGER run_who_no_update")
+        else:
+            connection.execute("ALTER TABLE run DISABLE TRIGGER USER")
+        connection.execute("UPDATE run SET identity = 'mallory'")
+    with pytest.raises(HistoryTampered, match="at event 1"):
+        store.history.verify()
 
 
 def test_history_is_append_only_in_sql(store: MemoryStore) -> None:

@@ -5,6 +5,8 @@ content, so changing, removing or inserting an event, even with the triggers dro
 the chain from that event on, and `verify` names the first broken one. An event's values
 enter the chain as the SHA-256 of their stored JSON text, and its run's command as its own
 SHA-256: exactly what a purge keeps in its markers, so a purged history still verifies.
+Its run's identity and host (revision 0007) enter it too, appended only when either is known:
+runs from before 0007 have neither, and their events verify as they were hashed.
 
 What a chain cannot do: notice that the newest events were cut off together with every trace
 of them (the memory rows' versions catch most of that: see `verify`), or stop someone who
@@ -83,6 +85,9 @@ class ChainedEvent(NamedTuple):
     old_value: str | None
     new_value: str | None
     command: str | None
+    # Who made the event's run (run.identity, run.host); None for runs from before 0007.
+    identity: str | None = None
+    host: str | None = None
 
 
 def event_hash(previous: str, event: ChainedEvent) -> str:
@@ -92,23 +97,31 @@ def event_hash(previous: str, event: ChainedEvent) -> str:
         value_hash(event.new_value),
         command_hash(event.command),
     ]
+    if event.identity is not None or event.host is not None:
+        fields += [event.identity, event.host]
     return sha256(previous + json.dumps(fields, ensure_ascii=False, separators=(",", ":")))
 
 
-# The events with their run's command, oldest first: what the chain is computed over.
-CHAINED_EVENTS = """
+def chained_events(who: bool = True) -> str:
+    """The events with their run's command (and, unless `who` is False, as before revision
+    0007, the run's identity and host), oldest first: what the chain is computed over."""
+    return f"""
 SELECT e.id, e.memory_id, e.memory_name, e.operation, e.actor, e.run_id, e.created_at,
        e.merged_into, CAST(e.old_value AS TEXT), CAST(e.new_value AS TEXT), r.command, e.hash
+       {", r.identity, r.host" if who else ""}
 FROM memory_event AS e LEFT JOIN run AS r ON r.id = e.run_id
 ORDER BY e.id
 """
 
 
+CHAINED_EVENTS = chained_events()
+
+
 def chain_hashes(rows: Iterable[tuple[Any, ...]]) -> Iterable[tuple[int, str, str | None]]:
-    """(id, hash the event should have, hash it has) for rows of CHAINED_EVENTS."""
+    """(id, hash the event should have, hash it has) for rows of chained_events()."""
     previous = GENESIS
     for row in rows:
-        expected = event_hash(previous, ChainedEvent(*row[:11]))
+        expected = event_hash(previous, ChainedEvent(*row[:11], *row[12:14]))
         yield row[0], expected, row[11]
         previous = expected
 

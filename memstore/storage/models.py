@@ -79,6 +79,10 @@ class Run(SQLModel, table=True):
     session_id: str | None = Field(default=None, index=True)
     # For an undo, the run whose changes this one reverted.
     undoes: str | None = Field(default=None, index=True)
+    # Who made it (revision 0007; NULL for older runs): on PostgreSQL the connecting role,
+    # which the database sets whatever the client sends; on SQLite the OS user. And where.
+    identity: str | None = None
+    host: str | None = None
 
 
 class MemoryEvent(SQLModel, table=True):

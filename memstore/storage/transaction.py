@@ -28,7 +28,7 @@ from memstore.errors import (
     NothingToRestore,
     SecretRefused,
 )
-from memstore.storage import chain
+from memstore.storage import chain, who
 from memstore.storage.engine import insert_rows, to_json
 from memstore.storage.models import (
     LIVE,
@@ -438,14 +438,14 @@ class WriteTransaction:
             from memstore.storage import pg_search
 
             pg_search.index(self.connection, self._changed.values())
-        self._write_run()
-        insert_rows(self.connection, memory_event_table, self._chained_events())
+        identity, host = self._write_run()
+        insert_rows(self.connection, memory_event_table, self._chained_events(identity, host))
         self._erase_purged()
 
     def _on_postgres(self) -> bool:
         return self.connection.dialect.name == "postgresql"
 
-    def _chained_events(self) -> list[dict[str, Any]]:
+    def _chained_events(self, identity: str | None, host: str | None) -> list[dict[str, Any]]:
         """The event rows, numbered after the last event and each hashed onto the chain
         (this transaction holds the write lock: nobody else appends meanwhile)."""
         last = self.connection.execute(
@@ -469,23 +469,31 @@ class WriteTransaction:
             stored = chain.ChainedEvent(
                 **{**row, "old_value": to_json(event.old), "new_value": to_json(event.new)},
                 command=self.command,
+                identity=identity,
+                host=host,
             )
             row["hash"] = previous = chain.event_hash(previous, stored)
             rows.append(row)
         return rows
 
-    def _write_run(self) -> None:
-        self.connection.execute(
-            insert(run_table),
-            {
-                "id": self.run_id,
-                "actor": self.actor,
-                "command": self.command,
-                "started_at": self.started_at or self.now,
-                "session_id": self.session_id,
-                "undoes": self.undoes,
-            },
-        )
+    def _write_run(self) -> tuple[str | None, str | None]:
+        """Write the run's row; its identity and host as stored (the chain covers them)."""
+        row = {
+            "id": self.run_id,
+            "actor": self.actor,
+            "command": self.command,
+            "started_at": self.started_at or self.now,
+            "session_id": self.session_id,
+            "undoes": self.undoes,
+            "host": who.host(),
+        }
+        # PostgreSQL's trigger sets the connecting role; SQLite has none: the OS user.
+        if not self._on_postgres():
+            row["identity"] = who.os_user()
+        stored = self.connection.execute(
+            insert(run_table).returning(run_table.c.identity, run_table.c.host), row
+        ).one()
+        return stored[0], stored[1]
 
 
 def _stored_text(column: ColumnElement[Any]) -> ColumnElement[str]:

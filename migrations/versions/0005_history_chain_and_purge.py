@@ -23,12 +23,12 @@ import sqlalchemy as sa
 from alembic import op
 
 from memstore.storage.chain import (
-    CHAINED_EVENTS,
     PURGED_COMMAND_GLOB,
     PURGED_COMMAND_PATTERN,
     PURGED_VALUE_GLOB,
     PURGED_VALUE_PATTERN,
     chain_hashes,
+    chained_events,
 )
 
 revision = "0005"
@@ -220,7 +220,7 @@ def upgrade() -> None:
     op.create_index("ix_memory_purge_run_id", "memory_purge", ["run_id"])
     op.create_index("ix_memory_purge_memory_id", "memory_purge", ["memory_id"])
     connection = op.get_bind()
-    rows = connection.exec_driver_sql(CHAINED_EVENTS).fetchall()
+    rows = connection.exec_driver_sql(chained_events(who=False)).fetchall()
     hashes = [{"id": id_, "hash": expected} for id_, expected, _ in chain_hashes(rows)]
     if hashes:
         connection.execute(sa.text("UPDATE memory_event SET hash = :hash WHERE id = :id"), hashes)
