@@ -12,7 +12,8 @@ import re
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import ExceptionContext, make_url
+from sqlalchemy.exc import OperationalError
 
 from memstore.errors import QueryFailed, StoreUnavailable
 from memstore.storage.engine import ReadOnlyQuery, stored_revision, to_json, writer
@@ -64,7 +65,18 @@ def create_postgres_engine(url: str) -> Engine:
     )
     event.listen(engine, "begin", _begin)
     event.listen(engine, "connect", _configure_session)
+    event.listen(engine, "handle_error", lambda context: _unavailable(url, context))
     return engine
+
+
+def _unavailable(url: str, context: ExceptionContext) -> BaseException | None:
+    """A server gone or going away (a restart, a cut) raises StoreUnavailable from every
+    statement, reads included, as a write's transaction does; a pre-ping's failure is the
+    pool's to handle (it reconnects)."""
+    error = context.sqlalchemy_exception
+    if context.is_pre_ping or not isinstance(error, OperationalError):
+        return None
+    return StoreUnavailable(f"database {shown_url(url)} is unavailable: {first_line(error.orig)}")
 
 
 def _configure_session(dbapi_connection: Any, _record: Any) -> None:
