@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import getpass
 import json
+import socket
 import sqlite3
 import sys
 from pathlib import Path
@@ -120,6 +122,23 @@ def test_rm_restore_history(memctl: MemctlRunner) -> None:
     assert all(e["actor"] == "cli" for e in events)
     table = memctl("history").stdout
     assert "restore" in table and "user-preference-tabs" in table
+
+
+def test_history_shows_who_made_each_run(memctl: MemctlRunner) -> None:
+    add_tabs(memctl)
+    who = {"identity": getpass.getuser(), "host": socket.gethostname()}
+    [event] = json.loads(memctl("history", "--json").stdout)
+    [run] = json.loads(memctl("history", "--runs", "--json").stdout)
+    assert {k: event[k] for k in who} == who and {k: run[k] for k in who} == who
+    detail = memctl("history", "--run", run["run_id"][:8])
+    assert detail.returncode == 0, detail.stderr
+    assert f"identity: {who['identity']}" in detail.stdout
+    assert f"host:     {who['host']}" in detail.stdout and "user-preference-tabs" in detail.stdout
+    shown = json.loads(memctl("history", "--run", run["run_id"], "--json").stdout)
+    assert shown["id"] == run["run_id"] and shown["identity"] == who["identity"]
+    assert [e["identity"] for e in shown["events"]] == [who["identity"]]
+    missing = memctl("history", "--run", "nosuchrun")
+    assert missing.returncode == 1 and missing.stderr == "memctl: error: no run 'nosuchrun'\n"
 
 
 def test_db_option_and_environment(memctl: MemctlRunner, tmp_path: Path) -> None:

@@ -44,7 +44,7 @@ from memstore.settings import (
     Settings,
     database_location,
 )
-from memstore.storage.models import MemoryRecord
+from memstore.storage.models import MemoryEvent, MemoryRecord, Run
 from memstore.storage.store import MemoryStore
 from memstore.storage.workspace import Workspace, find_workspace, locate
 
@@ -536,6 +536,14 @@ def history(
     runs: Annotated[
         bool, typer.Option("--runs", help="One line per run (command, consolidation, undo).")
     ] = False,
+    run_id: Annotated[
+        str | None,
+        typer.Option(
+            "--run",
+            metavar="RUN",
+            help="One run in detail: who made it, on which host, its command and its events.",
+        ),
+    ] = None,
     verify: Annotated[
         bool,
         typer.Option(
@@ -550,6 +558,13 @@ def history(
         with _store(read_only=True) as store:
             report = store.history.verify()
         print(f"history verified: {report.events} events, chain head {report.head}")
+        return
+    if run_id is not None:
+        if name is not None or runs:
+            fail("--run shows one run; leave out the name and --runs")
+        with _store(read_only=True) as store:
+            run = store.history.find_run(run_id)
+            _show_run(run, store.history.run_events(run.id), json)
         return
     if runs:
         if name is not None:
@@ -591,16 +606,11 @@ def history(
         return
     with _store(read_only=True) as store:
         events = store.history.events(name, limit)
+        made_by = store.history.runs_by_id({e.run_id for e in events}) if json else {}
     if json:
-        print_json([event_as_dict(e) for e in events])
+        print_json([event_as_dict(e, made_by.get(e.run_id)) for e in events])
     elif events:
-        print_table(
-            ["AT", "OPERATION", "NAME", "ACTOR", "RUN", "CHANGE"],
-            [
-                (e.created_at, e.operation, e.memory_name, e.actor, e.run_id[:8], change_summary(e))
-                for e in events
-            ],
-        )
+        _events_table(events)
     else:
         _err("no history yet" if name is None else f"no history for {name!r}")
 
@@ -807,6 +817,39 @@ def _reexport(store: MemoryStore, directory: Path, *, force: bool = False) -> No
         f"exported to {result.directory}: {len(result.written)} written, "
         f"{len(result.removed)} removed, {result.unchanged} unchanged"
     )
+
+
+def _events_table(events: list[MemoryEvent]) -> None:
+    print_table(
+        ["AT", "OPERATION", "NAME", "ACTOR", "RUN", "CHANGE"],
+        [
+            (e.created_at, e.operation, e.memory_name, e.actor, e.run_id[:8], change_summary(e))
+            for e in events
+        ],
+    )
+
+
+def _show_run(run: Run, events: list[MemoryEvent], json: bool) -> None:
+    """`memctl history --run`: the run's fields (who made it: unknown before revision 0007),
+    then its events."""
+    if json:
+        print_json({**run.model_dump(), "events": [event_as_dict(e, run) for e in events]})
+        return
+    for label, value in (
+        ("run", run.id),
+        ("started", run.started_at),
+        ("actor", run.actor),
+        ("identity", run.identity or "unknown"),
+        ("host", run.host or "unknown"),
+        ("command", run.command),
+        ("session", run.session_id),
+        ("undoes", run.undoes),
+    ):
+        if value is not None:
+            print(f"{label + ':':<10}{value}")
+    if events:
+        print()
+        _events_table(events)
 
 
 def _run_note(row: dict[str, Any]) -> str:

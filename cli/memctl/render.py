@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memstore.storage.chain import is_purged
-from memstore.storage.models import MemoryEvent, MemoryRecord
+from memstore.storage.models import MemoryEvent, MemoryRecord, Run
 
 if TYPE_CHECKING:
     from memstore.learning.consolidate import ConsolidationPlan
@@ -45,7 +45,8 @@ def memory_as_dict(memory: MemoryRecord) -> dict[str, Any]:
     }
 
 
-def event_as_dict(event: MemoryEvent) -> dict[str, Any]:
+def event_as_dict(event: MemoryEvent, run: Run | None = None) -> dict[str, Any]:
+    """An event for --json, with who made its run (None: unknown, or the run not given)."""
     return {
         "event_id": event.id,
         "at": event.created_at,
@@ -53,6 +54,8 @@ def event_as_dict(event: MemoryEvent) -> dict[str, Any]:
         "memory_name": event.memory_name,
         "operation": event.operation,
         "actor": event.actor,
+        "identity": run.identity if run is not None else None,
+        "host": run.host if run is not None else None,
         "run_id": event.run_id,
         "old_value": event.old_value,
         "new_value": event.new_value,

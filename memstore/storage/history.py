@@ -7,7 +7,7 @@ it. `store.history` is the History of a store's database.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from sqlalchemy import Engine, Select, column, literal_column, select, table
@@ -83,6 +83,14 @@ class History:
         if len(runs) > 1:
             raise RunNotFound(f"several runs start with {prefix!r}; give more of the id")
         return runs[0]
+
+    def runs_by_id(self, run_ids: Collection[str]) -> dict[str, Run]:
+        """The runs `run_ids` that exist, by id."""
+        ids, found = list(run_ids), dict[str, Run]()
+        for start in range(0, len(ids), 500):  # SQLite's bound-parameter limit, as above
+            chunk = select(run_table).where(_RUNS.id.in_(ids[start : start + 500]))
+            found.update((run.id, run) for run in self._runs(chunk))
+        return found
 
     def last_run(self, actor: str) -> Run | None:
         """The latest run of `actor`."""
