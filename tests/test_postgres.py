@@ -203,6 +203,30 @@ def test_a_run_records_the_connecting_role_whatever_the_client_claims(
         assert store.history.verify().events == 1
 
 
+def test_upgrading_to_0007_keeps_old_runs_unknown_and_the_views_granted(
+    postgres_cluster: Cluster, postgres_url: str
+) -> None:
+    name = Cluster.name_of(postgres_url)
+    postgres_cluster.execute("CREATE ROLE memstore_who_b LOGIN")
+    with MemoryStore(postgres_url) as owner:
+        config = alembic_config()
+        with owner.engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.downgrade(config, "0006")
+        postgres_cluster.execute(
+            "INSERT INTO run (id, actor, command, started_at) VALUES ('old', 'cli', 'x', '2026')",
+            database=name,
+        )
+        grant_application_role(owner.engine, "memstore_who_b")  # granted before 0007
+    MemoryStore(postgres_url).close()  # the owner's next run upgrades
+    with MemoryStore(postgres_cluster.url(name, user="memstore_who_b"), actor="app") as app:
+        app.create("tabs", "user", "Tabs", "Indent with tabs.")
+        who = {r["run_id"]: (r["identity"], r["host"]) for r in app.history.runs()}
+        assert who.pop("old") == (None, None)
+        assert [identity for identity, _ in who.values()] == ["memstore_who_b"]
+        assert app.history.verify().events == 1
+
+
 # -- search ----------------------------------------------------------------------------------
 
 MEMORIES = [
