@@ -18,6 +18,7 @@ from memstore.errors import (
     NothingToRestore,
 )
 from memstore.storage.store import MemoryStore
+from memstore.storage.transaction import NAMES_ONE_BY_ONE
 from tests.conftest import database_errors, raw_sql
 
 pytestmark = pytest.mark.both_engines
@@ -330,3 +331,15 @@ def test_find_identical_sees_live_memories_and_the_transactions_own(store: Memor
         assert tx.find_identical("user", "Spaces", "Indent with spaces.") == fresh
         tx.update(tx.get("tabs"), body="Indent with tabs, width 4.")
         assert tx.find_identical("user", "Tabs", "Indent with tabs.") is None
+
+
+def test_a_transaction_reading_all_names_keeps_its_own_changes(store: MemoryStore) -> None:
+    store.create("kept", "project", "d", "the first")
+    with store.transaction() as tx:
+        tx.delete(tx.get("kept"))
+        for i in range(NAMES_ONE_BY_ONE + 8):  # past the names read one by one: all are read
+            tx.create(f"n-{i}", "project", "d", f"note {i}")
+        assert tx.find("kept") is None
+        tx.create("kept", "project", "d", "the second")
+    assert store.get("kept").body == "the second"
+    assert store.count() == NAMES_ONE_BY_ONE + 9

@@ -62,6 +62,47 @@ class PendingEvent(NamedTuple):
     merged_into: int | None = None
 
 
+# A transaction asking for more names than this reads all live names at once (an import),
+# fewer one by one: reading all of them made every single write cost O(store) under the
+# writers' lock.
+NAMES_ONE_BY_ONE = 32
+
+
+class LiveNames:
+    """The live names' ids as a writing transaction sees them: what it asked the database
+    (which no other writer changes while it holds the write lock) under its own changes."""
+
+    def __init__(self, connection: Connection) -> None:
+        self._connection = connection
+        self._known: dict[str, int | None] = {}  # None: no live memory has that name
+        self._all = False
+
+    def get(self, name: str) -> int | None:
+        if name not in self._known and not self._all:
+            if len(self._known) < NAMES_ONE_BY_ONE:
+                self._known[name] = self._connection.execute(
+                    select(memory_table.c.id).where(memory_table.c.name == name, LIVE)
+                ).scalar()
+            else:
+                self._load_all()
+        return self._known.get(name)
+
+    def __contains__(self, name: str) -> bool:
+        return self.get(name) is not None
+
+    def __setitem__(self, name: str, id_: int) -> None:
+        self._known[name] = id_
+
+    def pop(self, name: str) -> None:
+        self._known[name] = None
+
+    def _load_all(self) -> None:
+        rows = self._connection.execute(select(memory_table.c.name, memory_table.c.id).where(LIVE))
+        stored: dict[str, int | None] = {name: id_ for name, id_ in rows}
+        self._known = {**stored, **self._known}  # this transaction's changes over the stored
+        self._all = True
+
+
 @dataclass
 class WriteTransaction:
     """The writes of one command, all committed together under one run id, or none at all.
@@ -89,8 +130,8 @@ class WriteTransaction:
     # Final state of every memory this transaction touched, by id; which of them are new.
     _changed: dict[int, MemoryRecord] = field(default_factory=dict)
     _new_ids: set[int] = field(default_factory=set)
-    # Live name -> id, loaded on first use and kept current by every change.
-    _live_ids: dict[str, int] | None = None
+    # Live name -> id, read as names are asked for and kept current by every change.
+    _live_ids: LiveNames | None = None
     _next_id: int | None = None
     # Memories whose content this transaction erases from history (purge).
     _purged: list[int] = field(default_factory=list)
@@ -99,12 +140,9 @@ class WriteTransaction:
 
     # -- reads, seeing this transaction's own changes --------------------------------------
 
-    def _live_names(self) -> dict[str, int]:
+    def _live_names(self) -> LiveNames:
         if self._live_ids is None:
-            rows = self.connection.execute(
-                select(memory_table.c.name, memory_table.c.id).where(LIVE)
-            )
-            self._live_ids = {name: id_ for name, id_ in rows}
+            self._live_ids = LiveNames(self.connection)
         return self._live_ids
 
     def find(self, name: str) -> MemoryRecord | None:
@@ -399,7 +437,7 @@ class WriteTransaction:
             memory = memory.changed(version=before.version + 1, updated_at=self.now)
         live = self._live_names()
         if before is not None and before.deleted_at is None:
-            live.pop(before.name, None)
+            live.pop(before.name)
         if memory.deleted_at is None:
             live[memory.name] = memory.id
         self._changed[memory.id] = memory
