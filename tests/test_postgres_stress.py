@@ -1,7 +1,7 @@
 """Issue 16's multi-process test: writers standing in for machines run mixed operations on
 one server (tests/stress_worker.py), which restarts in the middle; then nothing committed is
 lost, no raw driver error surfaced, history is complete, in order and verifies, and live
-names stay unique.
+names stay unique. The same runs on SQLite (one file, no restart).
 
 The issue asks for 8 processes x 500 operations; WRITERS x OPS below is that size
 (MEMSTORE_STRESS_OPS sets a smaller one for a quick run). Its time is in docs/postgresql.md.
@@ -18,6 +18,8 @@ from collections import Counter, defaultdict
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from memstore.storage.store import MemoryStore
 from tests.postgres_cluster import Cluster
@@ -39,21 +41,26 @@ def wait_for_progress(logs: list[Path], done: int, writers: list[subprocess.Pope
         time.sleep(0.05)
 
 
+@pytest.mark.both_engines
 def test_eight_writers_and_a_restart_lose_nothing(
-    postgres_cluster: Cluster, postgres_url: str, tmp_path: Path
+    engine: str, database: Path | str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
+    """On SQLite too, the same writers on one file (there is no server to restart)."""
+    MemoryStore(database).close()  # migrated before the writers start
     logs = [tmp_path / f"w{n}.jsonl" for n in range(WRITERS)]
     writers = [
         subprocess.Popen(
-            [sys.executable, str(WORKER), postgres_url, f"w{n}", str(OPS), str(log)],
+            [sys.executable, str(WORKER), str(database), f"w{n}", str(OPS), str(log)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
         for n, log in enumerate(logs)
     ]
-    wait_for_progress(logs, WRITERS * OPS * 2 // 5, writers)
-    postgres_cluster.restart()  # in the middle: ops in flight fail and are resolved
+    if engine == "postgresql":
+        cluster: Cluster = request.getfixturevalue("postgres_cluster")
+        wait_for_progress(logs, WRITERS * OPS * 2 // 5, writers)
+        cluster.restart()  # in the middle: ops in flight fail and are resolved
     errors = [w.communicate(timeout=600)[1] for w in writers]
     assert [w.returncode for w in writers] == [0] * WRITERS, "\n".join(errors)
     done = outcomes(logs)
@@ -64,7 +71,7 @@ def test_eight_writers_and_a_restart_lose_nothing(
     failed = [d for d in done if d["outcome"] == "failed"]
     assert len(committed) > WRITERS * OPS // 4  # the races refuse some, not most
 
-    with MemoryStore(postgres_url) as store:
+    with MemoryStore(database) as store:
         events = store.history.events()
         runs = {run["run_id"]: run for run in store.history.runs()}
         live = store.memories()
@@ -101,6 +108,6 @@ def test_eight_writers_and_a_restart_lose_nothing(
     refused = Counter(d["error"] for d in done if d["outcome"] == "refused")
     assert refused["MemoryExists"] and refused["MemoryNotFound"]  # the races were run
     print(
-        f"\n{WRITERS} writers x {OPS} ops: {len(committed)} committed, {len(failed)} failed"
-        f" by the restart, refused {dict(refused)}, {len(events)} events"
+        f"\n{engine}, {WRITERS} writers x {OPS} ops: {len(committed)} committed,"
+        f" {len(failed)} failed by the restart, refused {dict(refused)}, {len(events)} events"
     )
