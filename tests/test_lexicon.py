@@ -295,3 +295,17 @@ def test_a_word_sharing_a_bigram_with_an_unsaid_equivalent_is_its_own_word(
     store.create("retrieval", "project", "Retrieval timeouts come from the vector index", "x")
     [hit] = keyword_recall(store, "全文搜索之外，检索超时了")
     assert "retrieval (for 检索)" in hit.matched
+
+
+def test_everyday_words_find_the_memory_as_technical_ones_do(store: MemoryStore) -> None:
+    # A newcomer's first question: weekdays and time words are in the glossary as deploy is.
+    store.create(
+        "project-deploy",
+        "project",
+        "Deployment goes through the release workflow; never push to main on Fridays",
+        "The team freezes deploys on Fridays.",
+    )
+    store.create("project-fonts", "project", "Fonts are bundled", "Inter and Noto.")
+    assert names(store, "can we deploy on friday") == ["project-deploy"]
+    assert names(store, "周五可以部署吗") == ["project-deploy"]
+    assert names(store, "星期五能上线吗") == ["project-deploy"]
