@@ -153,6 +153,12 @@ class ConsolidationRefused(MemstoreError):
     """The model's consolidation was not applied; the message says why."""
 
 
+class ConsolidationSkipped(MemstoreError):
+    """Another consolidation of the store is running (another agent, machine or memctl):
+    this one did not start, asked the model nothing and changed nothing; it is due again
+    later."""
+
+
 class HistoryTampered(MemstoreError):
     """The history's hash chain does not verify: it was edited outside memstore."""
 

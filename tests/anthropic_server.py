@@ -29,6 +29,9 @@ class ScriptedReply:
     # For a streamed request: seconds to wait after the first text, with the answer begun
     # (a test presses Ctrl-C then).
     pause: float = 0.0
+    # Answer only once the test sets it: the model is "thinking" for as long as the test
+    # needs, however slow the machine (at most a minute).
+    gate: threading.Event | None = None
 
 
 def message_reply(
@@ -113,6 +116,13 @@ def slow_reply(seconds: float, text: str = "[]") -> ScriptedReply:
     return reply
 
 
+def gated_reply(text: str, gate: threading.Event) -> ScriptedReply:
+    """A reply sent once the test sets `gate` (see ScriptedReply.gate)."""
+    reply = text_reply(text)
+    reply.gate = gate
+    return reply
+
+
 @dataclass
 class AnthropicServer:
     replies: list[ScriptedReply] = field(default_factory=list)
@@ -140,6 +150,8 @@ class _Handler(BaseHTTPRequestHandler):
         )
         if reply.delay:
             time.sleep(reply.delay)
+        if reply.gate is not None:
+            reply.gate.wait(60)
         streamed = bool(payload.get("stream")) and reply.status == 200
         parts = (
             _events(reply.body, reply.midstream_error)

@@ -4,19 +4,25 @@ are validated whole, applied in one transaction, recorded, guarded and undone ex
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from memstore.errors import CannotUndo, ConsolidationRefused
+from memstore.errors import CannotUndo, ConsolidationRefused, ConsolidationSkipped
 from memstore.learning import consolidate as consolidation
 from memstore.learning.consolidate import apply_plan, consolidate_memories, plan_consolidation
 from memstore.learning.consolidation_due import consolidation_due
 from memstore.llm.client import ModelClient
+from memstore.storage.run_lock import lock_file, run_alone
 from memstore.storage.store import MemoryStore
 from memstore.storage.undo import undo_run
-from tests.anthropic_server import AnthropicServer, error_reply, text_reply
+from tests.anthropic_server import AnthropicServer, error_reply, gated_reply, text_reply
 from tests.conftest import MemctlRunner, raw_sql
 
 MEMORIES = [
@@ -434,3 +440,119 @@ def test_undo_says_what_to_do_when_a_name_was_taken_since(
     with pytest.raises(CannotUndo, match="rename or delete that one first"):
         undo_run(filled, outcome.run_id or "")
     assert filled.get("project-ci").description == "A new memory with the old name"
+
+
+# -- one consolidation of a store at a time ---------------------------------------------------
+
+
+def wait_for(condition: Callable[[], bool], seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def consolidation_runs(store: MemoryStore) -> int:
+    with raw_sql(store) as connection:
+        return connection.execute(
+            "SELECT count(*) FROM run WHERE actor = 'consolidation'"
+        ).fetchone()[0]
+
+
+@pytest.mark.both_engines
+def test_a_second_consolidation_skips_while_one_is_running(
+    filled: MemoryStore,
+    database: Path | str,
+    memctl: MemctlRunner,
+    anthropic_server: AnthropicServer,
+) -> None:
+    """Two memctl processes on one store: the first holds the lock while the model thinks
+    (its reply waits until the second has ended); the second, started meanwhile, skips in
+    one line, exit 75, asking the model nothing."""
+    env = {**model_env(anthropic_server), "MEMSTORE_DB": str(database)}
+    thinking = threading.Event()
+    anthropic_server.script(gated_reply(json.dumps(GOOD_PLAN), thinking))
+    results: dict[str, Any] = {}
+    first = threading.Thread(target=lambda: results.update(first=memctl("consolidate", env=env)))
+    first.start()
+    try:
+        wait_for(lambda: len(anthropic_server.requests) == 1)  # the first is planning
+        second = memctl("consolidate", env=env)
+        assert first.is_alive()  # still waiting for its plan
+    finally:
+        thinking.set()
+        first.join()
+    assert second.returncode == 75, second.stderr
+    assert second.stderr == (
+        "memctl: consolidation skipped: another consolidation of this store is running; "
+        "nothing changed; try again when it ends\n"
+    )
+    assert len(anthropic_server.requests) == 1  # the second asked the model nothing
+    assert results["first"].returncode == 0, results["first"].stderr
+    assert "consolidated 6 → 4 memories" in results["first"].stderr
+    assert consolidation_runs(filled) == 1
+
+    # Released when the first ended: the next one runs (and a dry run never waits for it).
+    anthropic_server.script(plan_reply({"merge": [], "drop": []}))
+    third = memctl("consolidate", env=env)
+    assert third.returncode == 0 and "nothing to consolidate" in third.stderr
+    assert consolidation_runs(filled) == 2
+    if filled.path is not None:
+        assert not lock_file(filled.path, "consolidation").exists()
+
+
+@pytest.mark.both_engines
+def test_a_dry_run_does_not_take_the_lock(
+    filled: MemoryStore,
+    database: Path | str,
+    memctl: MemctlRunner,
+    client: ModelClient,
+    anthropic_server: AnthropicServer,
+) -> None:
+    before = state(filled)
+    anthropic_server.script(plan_reply(GOOD_PLAN))
+    env = {**model_env(anthropic_server), "MEMSTORE_DB": str(database)}
+    with run_alone(filled, "consolidation") as held:
+        assert held
+        dry = memctl("consolidate", "--dry-run", env=env)
+        assert dry.returncode == 0, dry.stderr
+        assert "6 → 4 memories" in dry.stdout
+        # The library's own consolidation skips, before asking anything.
+        with pytest.raises(ConsolidationSkipped, match="another consolidation"):
+            consolidate_memories(store=filled, client=client)
+    assert len(anthropic_server.requests) == 1 and state(filled) == before
+
+
+HOLDER = """
+import sys, time
+from memstore.storage.run_lock import run_alone
+from memstore.storage.store import MemoryStore
+with MemoryStore(sys.argv[1]) as store, run_alone(store, "consolidation") as held:
+    print(held, flush=True)
+    time.sleep(120)
+"""
+
+
+@pytest.mark.both_engines
+def test_a_holder_that_crashed_does_not_block_the_next_consolidation(
+    store: MemoryStore, database: Path | str
+) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(database)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "True\n"
+        with run_alone(store, "consolidation") as held:
+            assert not held
+    finally:
+        holder.kill()  # SIGKILL: no release of any kind
+        holder.wait()
+
+    def free() -> bool:
+        # The server ends a killed client's session (and its lock) as soon as it notices.
+        with run_alone(store, "consolidation") as held:
+            return held
+
+    wait_for(free, seconds=10)
+    if store.path is not None:
+        assert not lock_file(store.path, "consolidation").exists()

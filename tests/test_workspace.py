@@ -160,6 +160,7 @@ def test_database_is_never_committed(memctl: MemctlRunner, tmp_path: Path) -> No
     (memory / "chat_history").write_text("my key is ...\n")
     (memory / "memstore.db-wal").write_bytes(b"wal")
     (memory / "memstore.db-journal").write_bytes(b"journal")
+    (memory / "memstore.db-consolidation.lock").write_bytes(b"")  # a consolidation running
     (memory / ".MEMORY.md.123.tmp").write_text("partial")
     git(tmp_path, "add", "-A")
     staged = set(git(tmp_path, "diff", "--cached", "--name-only").split())

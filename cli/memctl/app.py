@@ -49,6 +49,9 @@ from memstore.storage.store import MemoryStore
 from memstore.storage.workspace import Workspace, find_workspace, locate
 
 DEFAULT_DIRECTORY = ".memory"
+# `memctl consolidate` when another consolidation of the store is running: sysexits'
+# EX_TEMPFAIL, "try again later" (not 1: nothing failed, and a script may retry).
+CONSOLIDATION_SKIPPED_EXIT = 75
 
 
 class State:
@@ -739,8 +742,9 @@ def consolidate(
         typer.Option("--export-dir", help="Re-export here afterwards (default: .memory/)."),
     ] = None,
 ) -> None:
-    """Merge duplicates and drop outdated memories with the model, in one undoable run."""
-    from memstore.errors import ConsolidationRefused
+    """Merge duplicates and drop outdated memories with the model, in one undoable run.
+    Exits 75 when another consolidation of the store is running (docs/memctl.md)."""
+    from memstore.errors import ConsolidationRefused, ConsolidationSkipped
     from memstore.learning import consolidate as consolidation
     from memstore.llm.client import make_client
 
@@ -754,29 +758,37 @@ def consolidate(
         client = make_client()
         if client is None:
             fail(f"consolidation needs the model: {NO_MODEL_HELP}")
-        plan = consolidation.plan_consolidation(
-            store=store, client=client, max_memories=max_memories
-        )
-        for line in plan_lines(plan):
-            print(line)
-        if dry_run:
-            _err("dry run: nothing changed")
-            return
-        if plan.empty:
-            consolidation.apply_plan(store, plan)  # recorded, so the trigger waits for changes
-            _err("nothing to consolidate")
-            return
-        warnings = plan.warnings()
-        confirmed = yes
-        if warnings and not yes:
-            if not sys.stdin.isatty():
-                raise ConsolidationRefused(
-                    f"not applied: {'; '.join(warnings)}; run again with --yes to apply"
+        # One consolidation of a store at a time, from reading it to applying the plan; a
+        # dry run changes nothing and takes no turn.
+        alone = contextlib.nullcontext() if dry_run else consolidation.consolidation_lock(store)
+        try:
+            with alone:
+                plan = consolidation.plan_consolidation(
+                    store=store, client=client, max_memories=max_memories
                 )
-            confirmed = typer.confirm(f"This plan {'; '.join(warnings)}. Apply it?")
-            if not confirmed:
-                fail("not applied")
-        outcome = consolidation.apply_plan(store, plan, confirmed=confirmed)
+                for line in plan_lines(plan):
+                    print(line)
+                if dry_run:
+                    _err("dry run: nothing changed")
+                    return
+                if plan.empty:
+                    consolidation.apply_plan(store, plan)  # recorded: the trigger waits
+                    _err("nothing to consolidate")
+                    return
+                warnings = plan.warnings()
+                confirmed = yes
+                if warnings and not yes:
+                    if not sys.stdin.isatty():
+                        raise ConsolidationRefused(
+                            f"not applied: {'; '.join(warnings)}; run again with --yes to apply"
+                        )
+                    confirmed = typer.confirm(f"This plan {'; '.join(warnings)}. Apply it?")
+                    if not confirmed:
+                        fail("not applied")
+                outcome = consolidation.apply_plan(store, plan, confirmed=confirmed)
+        except ConsolidationSkipped as skipped:
+            _err(f"memctl: {skipped}; try again when it ends")
+            raise SystemExit(CONSOLIDATION_SKIPPED_EXIT) from None
         _err(
             f"consolidated {plan.before} → {count(plan.after, 'memory', 'memories')} "
             f"in run {outcome.run_id}; "

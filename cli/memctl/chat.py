@@ -339,7 +339,11 @@ def _report_learning(outcome: Any, events: TerminalEvents) -> None:
             f"(undo: memctl consolidate --undo {consolidation.run_id[:8]})",
             style="green",
         )
-    for problem in (learning.consolidation_failure, learning.export_failure):
+    for problem in (
+        learning.consolidation_skipped,
+        learning.consolidation_failure,
+        learning.export_failure,
+    ):
         if problem:
             events.notice(problem)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memstore.errors import MemstoreError
+from memstore.errors import ConsolidationSkipped, MemstoreError
 from memstore.learning.consolidate import MAX_MEMORIES, Consolidation, consolidate_memories
 from memstore.learning.consolidation_due import MIN_CHANGES, THRESHOLD, consolidation_due
 from memstore.learning.extract import Extraction, extract_memories
@@ -55,6 +55,9 @@ class TurnLearning:
     consolidation_reason: str | None = None
     consolidation: Consolidation | None = None
     consolidation_failure: str = ""
+    # Why it did not run though due: another consolidation of the store was running (another
+    # agent or machine). It is still due, so a later turn tries again.
+    consolidation_skipped: str = ""
     exported: bool = False
     export_failure: str = ""
     notes: list[str] = field(default_factory=list)
@@ -142,6 +145,9 @@ class AgentMemory:
                     store=self.store, client=client, max_memories=settings.max_memories
                 )
                 changed = changed or learning.consolidation.applied
+            except ConsolidationSkipped as skipped:
+                learning.consolidation_skipped = f"{skipped}; it runs again when due"
+                log.info("%s", skipped)
             except (MemstoreError, RecursionError, ValueError, TypeError) as error:
                 learning.consolidation_failure = str(error)
                 self._changes_before_retry = settings.min_changes

@@ -7,22 +7,32 @@ plan does not mention stays as it is, so a short or lazy answer cannot lose memo
 whole plan is validated before anything changes; guards refuse plans that would drop every
 memory of a type, a user preference, or a large share of the store, unless confirmed.
 
+One consolidation of a store runs at a time (consolidation_lock): a second one, by another
+agent or machine, skips instead of asking the model for a plan the first would make stale.
+
 When it runs: memstore.learning.consolidation_due.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from memstore.errors import ConsolidationRefused, InvalidMemory, ModelUnavailable
+from memstore.errors import (
+    ConsolidationRefused,
+    ConsolidationSkipped,
+    InvalidMemory,
+    ModelUnavailable,
+)
 from memstore.learning.proposal import ProposedMemory, proposed_memory
 from memstore.llm.client import ModelClient, ask_text, small_model_name
 from memstore.llm.replies import json_from_reply
 from memstore.storage.models import MemoryRecord, utc_now
+from memstore.storage.run_lock import run_alone
 from memstore.storage.store import MemoryStore
 
 log = logging.getLogger(__name__)
@@ -324,6 +334,20 @@ def apply_plan(
     return outcome
 
 
+SKIPPED = "consolidation skipped: another consolidation of this store is running; nothing changed"
+
+
+@contextlib.contextmanager
+def consolidation_lock(store: MemoryStore) -> Iterator[None]:
+    """Be the store's only consolidation while the block runs (planning through applying);
+    raises ConsolidationSkipped at once, before anything is read or asked, when another one
+    of this store is running, on any machine (storage/run_lock.py)."""
+    with run_alone(store, ACTOR) as held:
+        if not held:
+            raise ConsolidationSkipped(SKIPPED)
+        yield
+
+
 def consolidate_memories(
     *,
     store: MemoryStore,
@@ -332,9 +356,14 @@ def consolidate_memories(
     confirmed: bool = False,
     model: str | None = None,
 ) -> Consolidation:
-    """Plan with the model, validate, apply in one transaction. Raises ConsolidationRefused
-    (with nothing changed) when the model fails, its plan is invalid, or needs confirmation."""
-    plan = plan_consolidation(store=store, client=client, max_memories=max_memories, model=model)
-    outcome = apply_plan(store, plan, confirmed=confirmed)
+    """Plan with the model, validate, apply in one transaction, as the store's only
+    consolidation. Raises ConsolidationRefused (with nothing changed) when the model fails,
+    its plan is invalid, or needs confirmation; ConsolidationSkipped when another
+    consolidation of the store is running."""
+    with consolidation_lock(store):
+        plan = plan_consolidation(
+            store=store, client=client, max_memories=max_memories, model=model
+        )
+        outcome = apply_plan(store, plan, confirmed=confirmed)
     log.info("consolidation: %d → %d memories (run %s)", plan.before, plan.after, outcome.run_id)
     return outcome

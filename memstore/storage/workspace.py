@@ -108,6 +108,7 @@ def ignored_names(database_name: str) -> list[str]:
         f"{database_name}-wal",
         f"{database_name}-shm",
         f"{database_name}-journal",
+        f"{database_name}-*.lock",  # storage/run_lock.py: while a consolidation runs
         f"{SESSIONS_FOLDER}/",
         LINE_HISTORY_FILE,
         ".*.tmp",
