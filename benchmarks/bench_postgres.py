@@ -10,6 +10,7 @@ given by --url (a database where it may CREATE DATABASE).
     .venv/bin/python benchmarks/bench_postgres.py        # recall; 10,000 and 100,000 memories
     .venv/bin/python benchmarks/bench_postgres.py --size 1000
     .venv/bin/python benchmarks/bench_postgres.py --only writers --only import
+    .venv/bin/python benchmarks/bench_postgres.py --only copy
     .venv/bin/python benchmarks/bench_postgres.py --url 'postgresql://me@/postgres?host=/run/postgresql'
 """
 
@@ -55,7 +56,8 @@ TOLERANCE = 0.02
 WRITERS = (1, 8)
 WRITES = 300
 IMPORT_FILES = 10_000
-PARTS = ("recall", "sizes", "writers", "import")
+COPY_MEMORIES = 10_000
+PARTS = ("recall", "sizes", "writers", "import", "copy")
 
 
 @contextlib.contextmanager
@@ -290,6 +292,39 @@ def bench_import(databases: Any) -> None:
                 store.close()
 
 
+def bench_copy(databases: Any) -> None:
+    """memctl copy's library call: a SQLite store of COPY_MEMORIES memories with their history
+    (created in one run, each edited in runs of 20, a tenth deleted) into an empty
+    PostgreSQL database, and from there back into a new file."""
+    from memstore.storage.copy import copy_store
+
+    texts = eval_texts()
+    with tempfile.TemporaryDirectory() as work:
+        solo = Path(work) / "solo.db"
+        with MemoryStore(solo, actor="bench", command="bench") as store:
+            with store.transaction() as tx:
+                for i in range(COPY_MEMORIES):
+                    description, body = texts[i % len(texts)]
+                    tx.create(f"m-{i}", "project", description[:150], f"{body} note {i}")
+            for start in range(0, COPY_MEMORIES, 20):
+                with store.transaction() as tx:
+                    for i in range(start, start + 20):
+                        tx.update(tx.get(f"m-{i}"), body=f"edited {i}")
+            with store.transaction() as tx:
+                for i in range(0, COPY_MEMORIES, 10):
+                    tx.delete(tx.get(f"m-{i}"))
+            print(f"\n== copy of {COPY_MEMORIES:,} memories with their history")
+            server = databases.database()
+            report = copy_store(store, server, command="bench")
+        print(
+            f"  SQLite -> PostgreSQL  {report.seconds:.1f} s"
+            f"  ({report.memories:,} memories, {report.runs:,} runs, {report.events:,} events)"
+        )
+        with MemoryStore(server, actor="bench") as store:
+            back = copy_store(store, Path(work) / "back.db", command="bench")
+        print(f"  PostgreSQL -> SQLite  {back.seconds:.1f} s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="a PostgreSQL server's URL (default: a throwaway cluster)")
@@ -315,6 +350,8 @@ def main() -> None:
             bench_writers(databases)
         if "import" in parts:
             bench_import(databases)
+        if "copy" in parts:
+            bench_copy(databases)
 
 
 if __name__ == "__main__":

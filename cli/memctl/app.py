@@ -1175,6 +1175,61 @@ def sql(
         _err(f"stopped after {max_rows} rows: --max-rows N for more, 0 for all")
 
 
+@app.command("copy")
+def copy_command(
+    to: Annotated[
+        str,
+        typer.Option(
+            "--to",
+            metavar="TARGET",
+            help="The empty store to copy into: a database file's path or a postgresql://... URL.",
+        ),
+    ],
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Say what would be copied; copy nothing.")
+    ] = False,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Copy a history that does not verify, as it is."),
+    ] = False,
+    json: JsonOption = False,
+) -> None:
+    """Copy this store (--db), history included, into an empty one: a file into a
+    PostgreSQL server to join a team, or back into a file to leave (docs/postgresql.md)."""
+    from memstore.storage.copy import copy_store, file_revision
+
+    if not _db_exists():
+        fail(f"copy: there is no store at {State.db} to copy")
+    before = None if isinstance(State.db, str) else file_revision(State.db)
+    with _store(actor="copy", read_only=True) as store:
+        report = copy_store(
+            store,
+            database_location(to),
+            command=_command_line(),
+            force=force,
+            dry_run=dry_run,
+            migrated_from=before,
+        )
+    if report.migrated_from is not None:
+        _err(f"note: {report.source} was migrated from revision {report.migrated_from} to read it")
+    if report.unverified is not None:
+        _err(f"note: copied a history that does not verify: {report.unverified}")
+    if json:
+        print_json(report.as_dict())
+        return
+    new = " (a new file)" if report.created else ""
+    _err(
+        f"{'would copy' if report.dry_run else 'copied'} {report.source} to {report.target}{new}:"
+        f" {count(report.memories, 'memory', 'memories')} ({report.live} live),"
+        f" {count(report.runs, 'run')}, {count(report.events, 'event')},"
+        f" {count(report.purges, 'purge')}, {count(report.vectors, 'vector')}"
+        f" in {report.seconds:.1f} s"
+    )
+    if not report.dry_run:
+        verified = "" if report.head is None else f"its history verifies (head {report.head}); "
+        _err(f"{verified}recorded as run {(report.run_id or '')[:8]} there")
+
+
 # From a clone, as the README installs memctl (agent-memstore is not on PyPI).
 MCP_EXTRA_HELP = (
     "memctl mcp needs the MCP SDK, memctl's mcp extra: in memstore's clone, pip install"
