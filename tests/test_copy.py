@@ -22,7 +22,7 @@ from memstore.storage.copy import CopyRefused, copy_store
 from memstore.storage.postgres import grant_application_role
 from memstore.storage.store import MemoryStore
 from memstore.storage.undo import undo_run
-from tests.conftest import MemctlRunner, raw_sql
+from tests.conftest import TEMPLATE_DATABASE, MemctlRunner, raw_sql
 from tests.postgres_cluster import Cluster
 from tests.test_migrations import downgrade
 
@@ -340,8 +340,10 @@ def test_only_the_tables_owner_copies_into_a_server(
     assert "only the role that owns the server's tables may copy history into it" in line
     with MemoryStore(postgres_url) as target:
         assert target.memories() == [] and target.history.runs() == []
-    with MemoryStore(solo) as source, pytest.raises(CopyRefused):
-        copy_store(source, app_url, command="memctl copy")
+    with MemoryStore(solo) as source:
+        for dry_run in (True, False):
+            with pytest.raises(CopyRefused, match="only the role that owns"):
+                copy_store(source, app_url, command="memctl copy", dry_run=dry_run)
 
 
 def test_export_after_joining_finds_the_files_as_they_are(
@@ -356,3 +358,39 @@ def test_export_after_joining_finds_the_files_as_they_are(
     done = memctl("--db", postgres_url, "export")
     assert done.returncode == 0, done.stderr
     assert "0 written, 0 removed, 3 unchanged" in done.stderr
+
+
+def test_the_server_going_away_midway_leaves_it_as_it_was(
+    tmp_path: Path, postgres_url: str, postgres_cluster: Cluster, memctl: MemctlRunner
+) -> None:
+    solo = tmp_path / "solo.db"
+    full_history(solo)
+    # The connection is cut after the events went in, as a server restart would cut it.
+    postgres_cluster.execute(
+        "CREATE FUNCTION cut() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN PERFORM pg_terminate_backend(pg_backend_pid()); RETURN new; END $$",
+        "CREATE TRIGGER cut BEFORE INSERT ON memory_purge FOR EACH ROW EXECUTE FUNCTION cut()",
+        database=Cluster.name_of(postgres_url),
+    )
+    done = memctl("--db", str(solo), "copy", "--to", postgres_url)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("memctl: error: copy: ") and "nothing copied" in line
+    with MemoryStore(postgres_url) as target:
+        assert target.memories() == [] and target.history.runs() == []
+        assert target.history.verify().events == 0
+
+
+def test_a_server_database_copies_into_another(
+    tmp_path: Path, postgres_url: str, postgres_cluster: Cluster
+) -> None:
+    solo = tmp_path / "solo.db"
+    full_history(solo)
+    other = postgres_cluster.database(template=TEMPLATE_DATABASE)
+    with MemoryStore(solo) as source:
+        copy_store(source, postgres_url, command="memctl copy")
+    with MemoryStore(postgres_url) as first:
+        report = copy_store(first, other, command="memctl copy")
+        assert report.events == first.history.verify().events
+        with MemoryStore(other) as second:
+            assert_same_store(first, second)

@@ -164,6 +164,8 @@ def copy_store(
             report.target = store.location
             with store.transaction(actor=ACTOR, command=_command(command, source)) as tx:
                 _refuse_non_empty(tx.connection, store.location)
+                if store.url is not None:
+                    _refuse_non_owner(tx.connection)
                 if dry_run:
                     raise _DryRun
                 _write(tx.connection, source_rows)
@@ -315,6 +317,22 @@ def _write(connection: SQLConnection, source: SourceRows) -> None:
         connection.exec_driver_sql(f"ALTER TABLE run ENABLE TRIGGER {IDENTITY_TRIGGER}")
 
 
+NOT_OWNER = (
+    "copy: only the role that owns the server's tables may copy history into it (each"
+    " copied run keeps who made it, which the database otherwise sets to the connecting"
+    " role): connect as the owner role"
+)
+
+
+def _refuse_non_owner(connection: SQLConnection) -> None:
+    """Whether the connecting role may turn the identity trigger off (a dry run asks too)."""
+    owner = connection.exec_driver_sql(
+        "SELECT pg_has_role(relowner, 'USAGE') FROM pg_class WHERE oid = 'run'::regclass"
+    ).scalar_one()
+    if not owner:
+        raise CopyRefused(NOT_OWNER)
+
+
 def _keep_identities(connection: SQLConnection) -> None:
     """Turn off, for this transaction, the trigger that sets a run's identity to the
     connecting role: the copied runs keep theirs (and so their events' hashes)."""
@@ -323,11 +341,7 @@ def _keep_identities(connection: SQLConnection) -> None:
     except DBAPIError as error:
         if getattr(error.orig, "sqlstate", None) != INSUFFICIENT_PRIVILEGE:
             raise
-        raise CopyRefused(
-            "copy: only the role that owns the server's tables may copy history into it"
-            " (each copied run keeps who made it, which the database otherwise sets to the"
-            " connecting role): connect as the owner role"
-        ) from None
+        raise CopyRefused(NOT_OWNER) from None
 
 
 def _copy_rows(driver: Any, table: Table, names: list[str], rows: list[tuple[Any, ...]]) -> None:
