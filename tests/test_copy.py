@@ -7,7 +7,11 @@ server's tables only (memstore/storage/copy.py)."""
 from __future__ import annotations
 
 import json
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -394,3 +398,41 @@ def test_a_server_database_copies_into_another(
         assert report.events == first.history.verify().events
         with MemoryStore(other) as second:
             assert_same_store(first, second)
+
+
+def test_ctrl_c_midway_leaves_the_target_as_it_was(
+    tmp_path: Path, postgres_url: str, postgres_cluster: Cluster
+) -> None:
+    solo = tmp_path / "solo.db"
+    full_history(solo)
+    name = Cluster.name_of(postgres_url)
+    # The copy stalls once the events are in: Ctrl-C is pressed while it waits there.
+    postgres_cluster.execute(
+        "CREATE FUNCTION stall() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN PERFORM pg_sleep(60); RETURN new; END $$",
+        "CREATE TRIGGER stall BEFORE INSERT ON memory_purge FOR EACH ROW EXECUTE FUNCTION stall()",
+        database=name,
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "memctl", "--db", str(solo), "copy", "--to", postgres_url],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    with MemoryStore(postgres_url) as target, raw_sql(target) as connection:
+        deadline = time.monotonic() + 60
+        while not connection.execute(
+            "SELECT 1 FROM pg_stat_activity WHERE query LIKE 'COPY memory_purge%%'"
+            " AND state = 'active'"
+        ).fetchone():
+            assert time.monotonic() < deadline and process.poll() is None
+            time.sleep(0.1)
+        process.send_signal(signal.SIGINT)
+        try:
+            _, stderr = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            pytest.fail("Ctrl-C did not stop the copy")
+        # Typer turns Ctrl-C into exit 130, silently, for every command.
+        assert process.returncode == 130 and b"Traceback" not in stderr
+        assert target.memories() == [] and target.history.runs() == []
