@@ -84,6 +84,10 @@ def full_history(db: Path) -> None:
         store.save_vectors("test-model", [(store.get("tabs").id, 2, VECTOR)], wait_ms=1000)
 
 
+# PostgreSQL's row-level security (revision 0008): who may see a row, the server's own.
+ROW_SECURITY_COLUMNS = {"owner", "private_to"}
+
+
 def rows(store: MemoryStore, relation: str, key: str, skip_runs: set[str]) -> list[tuple[Any, ...]]:
     """A table's or view's rows as comparable values, without the copies' own runs."""
     with raw_sql(store) as connection:
@@ -94,7 +98,13 @@ def rows(store: MemoryStore, relation: str, key: str, skip_runs: set[str]) -> li
             values = dict(zip(names, row, strict=True))
             if values.get("run_id", values.get("id")) in skip_runs:
                 continue
-            found.append(tuple(_comparable(name, value) for name, value in values.items()))
+            found.append(
+                tuple(
+                    _comparable(name, value)
+                    for name, value in values.items()
+                    if name not in ROW_SECURITY_COLUMNS
+                )
+            )
     return found
 
 

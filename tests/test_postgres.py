@@ -142,7 +142,8 @@ def test_the_application_role_cannot_change_history(
     name = Cluster.name_of(postgres_url)
     postgres_cluster.execute("CREATE ROLE memstore_app_test LOGIN")
     with MemoryStore(postgres_url) as owner:  # the owner migrates, then grants
-        owner.create("before", "user", "d", "written by the owner")
+        # A team memory: a `user` one would be the owner's own, which the app role never sees.
+        owner.create("before", "project", "d", "written by the owner")
         grant_application_role(owner.engine, "memstore_app_test")
     app_url = postgres_cluster.url(name, user="memstore_app_test")
     with MemoryStore(app_url, actor="app") as app:

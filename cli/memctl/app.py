@@ -560,7 +560,12 @@ def history(
     if verify:
         with _store(read_only=True) as store:
             report = store.history.verify()
-        print(f"history verified: {report.events} events, chain head {report.head}")
+        unseen = (
+            f" (and {report.unseen} of other people's own memories, by their hash only)"
+            if report.unseen
+            else ""
+        )
+        print(f"history verified: {report.events} events{unseen}, chain head {report.head}")
         return
     if run_id is not None:
         if name is not None or runs:

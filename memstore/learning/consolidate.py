@@ -312,6 +312,14 @@ def apply_plan(
         for merge in plan.merges:
             sources = [tx.get(name) for name in merge.sources]
             result = merge.result
+            kinds = {m.type == "user" for m in sources} | {result.type == "user"}
+            if store.url is not None and len(kinds) > 1:
+                # On a server a `user` memory is one person's: the team's must not absorb
+                # it, nor it the team's.
+                raise ConsolidationRefused(
+                    f"consolidation not applied: it merges {', '.join(merge.sources)} into "
+                    f"{result.name!r}, mixing a person's own (user) memories and the team's"
+                )
             keeper = next((m for m in sources if m.name == result.name), None)
             if keeper is None:
                 target = tx.create(result.name, result.type, result.description, result.body)

@@ -163,9 +163,10 @@ def copy_store(
         with MemoryStore(target, actor=ACTOR, command=command, create=not dry_run) as store:
             report.target = store.location
             with store.transaction(actor=ACTOR, command=_command(command, source)) as tx:
-                _refuse_non_empty(tx.connection, store.location)
                 if store.url is not None:
                     _refuse_non_owner(tx.connection)
+                    _see_every_row(tx.connection)
+                _refuse_non_empty(tx.connection, store.location)
                 if dry_run:
                     raise _DryRun
                 _write(tx.connection, source_rows)
@@ -315,6 +316,8 @@ def _write(connection: SQLConnection, source: SourceRows) -> None:
                 f" FROM {table_name} HAVING max(id) IS NOT NULL"
             )
         connection.exec_driver_sql(f"ALTER TABLE run ENABLE TRIGGER {IDENTITY_TRIGGER}")
+        for table_name in _secured_tables(connection):
+            connection.exec_driver_sql(f"ALTER TABLE {table_name} FORCE ROW LEVEL SECURITY")
 
 
 NOT_OWNER = (
@@ -331,6 +334,25 @@ def _refuse_non_owner(connection: SQLConnection) -> None:
     ).scalar_one()
     if not owner:
         raise CopyRefused(NOT_OWNER)
+
+
+# Row-level security (revision 0008) binds the tables' owner too (FORCE), and PostgreSQL's
+# COPY FROM refuses a table it binds: the copy lifts FORCE for its own transaction (as the
+# identity trigger, transactionally: no other session sees it lifted) and sets it again
+# before it commits, on every table with row-level security (0008 forces all of them).
+def _secured_tables(connection: SQLConnection) -> list[str]:
+    return list(
+        connection.exec_driver_sql(
+            "SELECT relname FROM pg_class WHERE relnamespace = current_schema()::regnamespace"
+            " AND relrowsecurity ORDER BY relname"
+        ).scalars()
+    )
+
+
+def _see_every_row(connection: SQLConnection) -> None:
+    """As the tables' owner: see every row (the target must be empty) and write them."""
+    for table_name in _secured_tables(connection):
+        connection.exec_driver_sql(f"ALTER TABLE {table_name} NO FORCE ROW LEVEL SECURITY")
 
 
 def _keep_identities(connection: SQLConnection) -> None:

@@ -69,6 +69,20 @@ class History:
             )
         return found
 
+    def hidden_events(self, run_id: str) -> int:
+        """How many events of the run this connection cannot see: on a server, those of
+        other people's own memories (event_chain counts every event); 0 on SQLite."""
+        if self.engine.dialect.name != "postgresql":
+            return 0
+        with self.engine.connect() as connection:
+            return int(
+                connection.exec_driver_sql(
+                    "SELECT (SELECT count(*) FROM event_chain WHERE run_id = %(run)s)"
+                    " - (SELECT count(*) FROM memory_event WHERE run_id = %(run)s)",
+                    {"run": run_id},
+                ).scalar_one()
+            )
+
     def run(self, run_id: str) -> Run | None:
         runs = self._runs(select(run_table).where(_RUNS.id == run_id))
         return runs[0] if runs else None

@@ -109,6 +109,8 @@ def open_postgres(url: str, *, create: bool = True) -> Engine:
 # The role layout (docs/postgresql.md): the owner role migrates and owns the tables; an
 # application role reads and writes memories but may only append to history.
 APPEND_ONLY = ("memory_event", "run", "memory_purge")
+# History too, from revision 0008 (a database granted before it is granted by the upgrade).
+CHAIN = "event_chain"
 WRITABLE = (
     "memory",
     "memory_fts",
@@ -142,6 +144,8 @@ def grant_application_role(engine: Engine, role: str) -> None:
             f'GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO "{role}"',
         ):
             connection.exec_driver_sql(statement)
+        if connection.exec_driver_sql("SELECT to_regclass(%s)", (CHAIN,)).scalar() is not None:
+            connection.exec_driver_sql(f'GRANT SELECT, INSERT ON {CHAIN} TO "{role}"')
 
 
 class ServerQuery(ReadOnlyQuery):

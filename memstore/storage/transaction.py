@@ -23,6 +23,7 @@ from sqlalchemy import (
 )
 
 from memstore.errors import (
+    InvalidMemory,
     MemoryExists,
     MemoryNotFound,
     NothingToRestore,
@@ -66,26 +67,60 @@ class PendingEvent(NamedTuple):
 # fewer one by one: reading all of them made every single write cost O(store) under the
 # writers' lock.
 NAMES_ONE_BY_ONE = 32
+# The id LiveNames gives a name that a memory this role cannot see holds: on a server,
+# another person's own (`user`) memory. The name is taken; nothing more is known of it.
+HIDDEN = -1
+# The most memory ids a transaction takes from the server's sequence at once.
+ID_BLOCK = 1024
 
 
 class LiveNames:
     """The live names' ids as a writing transaction sees them: what it asked the database
-    (which no other writer changes while it holds the write lock) under its own changes."""
+    (which no other writer changes while it holds the write lock) under its own changes.
+
+    On a server, row-level security hides other people's own memories, but their names are
+    still taken: a name no visible memory has is asked of the unique index itself
+    (memstore_live_name, revision 0008); past the one-by-one names, those a transaction
+    makes live are asked all at once before it writes (`hidden_taken`)."""
 
     def __init__(self, connection: Connection) -> None:
         self._connection = connection
         self._known: dict[str, int | None] = {}  # None: no live memory has that name
         self._all = False
+        self._server = connection.dialect.name == "postgresql"
+        self._unprobed: set[str] = set()
 
     def get(self, name: str) -> int | None:
-        if name not in self._known and not self._all:
-            if len(self._known) < NAMES_ONE_BY_ONE:
-                self._known[name] = self._connection.execute(
-                    select(memory_table.c.id).where(memory_table.c.name == name, LIVE)
-                ).scalar()
+        if name not in self._known:
+            if not self._all and len(self._known) < NAMES_ONE_BY_ONE:
+                self._known[name] = self._lookup(name)
             else:
-                self._load_all()
+                if not self._all:
+                    self._load_all()
+                if name not in self._known and self._server:
+                    self._unprobed.add(name)
         return self._known.get(name)
+
+    def _lookup(self, name: str) -> int | None:
+        if self._server:
+            found = self._connection.exec_driver_sql(
+                "SELECT memstore_live_name(%s)", (name,)
+            ).scalar()
+            return None if found is None else int(found)
+        return self._connection.execute(
+            select(memory_table.c.id).where(memory_table.c.name == name, LIVE)
+        ).scalar()
+
+    def hidden_taken(self) -> list[str]:
+        """Names this transaction makes live that a memory it cannot see holds (asked of the
+        server's unique index at once; only names never looked up one by one)."""
+        mine = sorted(name for name in self._unprobed if self._known.get(name) is not None)
+        if not mine:
+            return []
+        taken = self._connection.exec_driver_sql(
+            "SELECT memstore_names_taken(%s::text[])", (mine,)
+        ).scalar()
+        return sorted(taken or [])
 
     def __contains__(self, name: str) -> bool:
         return self.get(name) is not None
@@ -133,6 +168,9 @@ class WriteTransaction:
     # Live name -> id, read as names are asked for and kept current by every change.
     _live_ids: LiveNames | None = None
     _next_id: int | None = None
+    # On a server: ids taken from memory.id's sequence, not used yet (smallest last).
+    _id_pool: list[int] = field(default_factory=list)
+    _id_block: int = 1
     # Memories whose content this transaction erases from history (purge).
     _purged: list[int] = field(default_factory=list)
     # Write the run row even if the run changes nothing (record_run).
@@ -147,7 +185,7 @@ class WriteTransaction:
 
     def find(self, name: str) -> MemoryRecord | None:
         id_ = self._live_names().get(name)
-        return None if id_ is None else self.by_id(id_)
+        return None if id_ is None or id_ == HIDDEN else self.by_id(id_)
 
     def get(self, name: str) -> MemoryRecord:
         memory = self.find(name)
@@ -246,6 +284,13 @@ class WriteTransaction:
             new["extra"] = dict(extra)
         if new == old:
             return memory
+        if self._on_postgres() and (new["type"] == "user") != (old["type"] == "user"):
+            # Whether a memory is a person's own decides who sees it and all its history.
+            raise InvalidMemory(
+                "type",
+                "on a server a memory cannot change to or from `user` (a person's own "
+                "memories stay theirs); create a new memory instead",
+            )
         if new["name"] != old["name"] and new["name"] in self._live_names():
             raise MemoryExists(new["name"])
         changed = memory.changed(**new)
@@ -258,6 +303,16 @@ class WriteTransaction:
     ) -> MemoryRecord:
         """Soft-delete `memory`; a consolidation says which memory it was merged into."""
         memory = self._current(memory)
+        if (
+            merged_into is not None
+            and self._on_postgres()
+            and (memory.type == "user") != (merged_into.type == "user")
+        ):
+            raise InvalidMemory(
+                "merge",
+                f"{memory.name!r} and {merged_into.name!r}: on a server a person's own (`user`) "
+                "memory and the team's are not merged into each other",
+            )
         return self._apply(
             memory.changed(deleted_at=self.now),
             Operation.DELETE,
@@ -419,6 +474,17 @@ class WriteTransaction:
         return MemoryRecord(**row)
 
     def _allocate_id(self) -> int:
+        if self._on_postgres():
+            # From the sequence: max(id) does not see other people's own memories there.
+            if not self._id_pool:
+                ids = self.connection.exec_driver_sql(
+                    "SELECT nextval(pg_get_serial_sequence('memory', 'id'))"
+                    " FROM generate_series(1, %s)",
+                    (self._id_block,),
+                ).scalars()
+                self._id_pool = sorted(ids, reverse=True)
+                self._id_block = min(self._id_block * 2, ID_BLOCK)
+            return int(self._id_pool.pop())
         if self._next_id is None:
             highest = self.connection.execute(select(func.max(memory_table.c.id))).scalar()
             self._next_id = (highest or 0) + 1
@@ -453,6 +519,10 @@ class WriteTransaction:
                 self._write_run()
             self._erase_purged()
             return
+        if self._live_ids is not None and self._on_postgres():
+            taken = self._live_ids.hidden_taken()
+            if taken:
+                raise MemoryExists(taken[0])
         columns = memory_table.c.keys()
         existing = [_row_of(m, columns) for i, m in self._changed.items() if i not in self._new_ids]
         created = [_row_of(m, columns) for i, m in self._changed.items() if i in self._new_ids]
@@ -486,9 +556,15 @@ class WriteTransaction:
     def _chained_events(self, identity: str | None, host: str | None) -> list[dict[str, Any]]:
         """The event rows, numbered after the last event and each hashed onto the chain
         (this transaction holds the write lock: nobody else appends meanwhile)."""
-        last = self.connection.execute(
-            select(_EVENTS.id, _EVENTS.hash).order_by(_EVENTS.id.desc()).limit(1)
-        ).first()
+        if self._on_postgres():
+            # event_chain: every event's id and hash, even those this role cannot see.
+            last = self.connection.exec_driver_sql(
+                "SELECT id, hash FROM event_chain ORDER BY id DESC LIMIT 1"
+            ).first()
+        else:
+            last = self.connection.execute(
+                select(_EVENTS.id, _EVENTS.hash).order_by(_EVENTS.id.desc()).limit(1)
+            ).first()
         next_id, previous = (last[0] + 1, last[1]) if last is not None else (1, chain.GENESIS)
         rows = []
         for number, event in enumerate(self.events, next_id):

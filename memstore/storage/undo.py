@@ -55,6 +55,11 @@ def undo_run(store: MemoryStore, run_id: str) -> UndoResult:
         if undone_by is not None:
             raise CannotUndo(f"run {short} was already undone by run {undone_by.id[:8]}")
         events = store.history.run_events(run.id)
+        if store.history.hidden_events(run.id):
+            raise CannotUndo(
+                f"run {short} also changed memories that are another person's own; "
+                "only they can undo it"
+            )
         if not events:
             raise CannotUndo(f"run {short} changed no memory")
         if any(is_purged(e.old_value) or is_purged(e.new_value) for e in events):
