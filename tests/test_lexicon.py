@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from importlib import resources
+from pathlib import Path
 
 import pytest
 
@@ -208,6 +209,22 @@ def test_a_stored_lexicon_of_other_lists_is_not_read(monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(module, "_lists_digest", lambda: "crc32:00000000")
     assert module._stored() is None
+
+
+def test_a_stored_lexicon_cut_short_is_not_read(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import memstore.recall.lexicon as module
+
+    whole = module._data_file(module.STORED).read_text(encoding="utf-8")
+    lists = {name: module._data_file(name) for name in module.LISTS}
+    cut = tmp_path / module.STORED
+    monkeypatch.setattr(module, "_data_file", lambda name: lists.get(name, cut))
+    for text in (whole[: len(whole) // 2], whole.replace('"by_first_token":{', "")):
+        cut.write_text(text, encoding="utf-8")
+        assert module._stored() is None  # built from the lists instead
+    cut.write_text(whole, encoding="utf-8")
+    assert module._stored() == module._build()
 
 
 def test_a_word_said_early_and_again_last_is_a_new_word(store: MemoryStore) -> None:
