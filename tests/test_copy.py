@@ -446,3 +446,70 @@ def test_ctrl_c_midway_leaves_the_target_as_it_was(
         # Typer turns Ctrl-C into exit 130, silently, for every command.
         assert process.returncode == 130 and b"Traceback" not in stderr
         assert target.memories() == [] and target.history.runs() == []
+
+
+# Roles of their own: the role names are the cluster's, shared by every test module.
+COPY_OWNER, COPY_APP = "memstore_copy_owner", "memstore_copy_people"
+
+
+@pytest.fixture
+def people(postgres_cluster: Cluster) -> dict[str, str]:
+    """A database its owner role migrated, and a URL per role: owner, carol and dave (members
+    of the application role) and the superuser."""
+    postgres_cluster.execute(
+        f"""DO $$ BEGIN
+        IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{COPY_OWNER}') THEN
+            CREATE ROLE {COPY_OWNER} LOGIN;
+            CREATE ROLE {COPY_APP} NOLOGIN;
+            CREATE ROLE carol LOGIN IN ROLE {COPY_APP};
+            CREATE ROLE dave LOGIN IN ROLE {COPY_APP};
+        END IF;
+        END $$"""
+    )
+    name = Cluster.name_of(postgres_cluster.database())
+    postgres_cluster.execute(f"ALTER DATABASE {name} OWNER TO {COPY_OWNER}")
+    postgres_cluster.execute(f"ALTER SCHEMA public OWNER TO {COPY_OWNER}", database=name)
+    urls = {role: postgres_cluster.url(name, user=role) for role in (COPY_OWNER, "carol", "dave")}
+    with MemoryStore(urls[COPY_OWNER]) as owner:
+        grant_application_role(owner.engine, COPY_APP)
+    return {**urls, "superuser": postgres_cluster.url(name)}
+
+
+def test_people_keep_their_own_memories_across_copies(
+    tmp_path: Path, people: dict[str, str], postgres_cluster: Cluster, memctl: MemctlRunner
+) -> None:
+    solo = tmp_path / "carol.db"
+    with MemoryStore(solo) as store:
+        store.create("carol-tabs", "user", "Tabs", "Carol indents with tabs.")
+        store.create("deploy", "project", "Deploy", "docker compose up -d")
+    done = memctl("--db", str(solo), "copy", "--to", people[COPY_OWNER], "--owner", "nobody")
+    assert done.returncode == 1 and "there is no role 'nobody'" in done.stderr
+    done = memctl("--db", str(solo), "copy", "--to", str(tmp_path / "x.db"), "--owner", "carol")
+    assert done.returncode == 1 and "a file has no roles" in done.stderr
+    # Joining: the owner role copies Carol's file in; her `user` memory stays her own.
+    done = memctl("--db", str(solo), "copy", "--to", people[COPY_OWNER], "--owner", "carol")
+    assert done.returncode == 0, done.stderr
+    with MemoryStore(people["carol"]) as carol, MemoryStore(people["dave"]) as dave:
+        assert [m.name for m in carol.memories()] == ["carol-tabs", "deploy"]
+        assert [m.name for m in dave.memories()] == ["deploy"]
+        assert carol.history.verify().unseen == 0 and dave.history.verify().unseen == 1
+    # Leaving takes the whole history: a role that cannot read all of it is refused.
+    for role in ("dave", COPY_OWNER):
+        done = memctl("--db", people[role], "copy", "--to", str(tmp_path / f"{role}.db"))
+        assert done.returncode == 1 and not (tmp_path / f"{role}.db").exists()
+        (line,) = done.stderr.splitlines()
+        assert "may not read 1 event of" in line and "other people's own memories" in line
+    # A role that reads every row copies it out, and into another server database, where
+    # each memory keeps its owner.
+    out = tmp_path / "out.db"
+    assert memctl("--db", people["superuser"], "copy", "--to", str(out)).returncode == 0
+    with MemoryStore(out) as copied, MemoryStore(solo) as source:
+        assert_same_store(source, copied)
+    other = postgres_cluster.database(template=TEMPLATE_DATABASE)
+    with MemoryStore(people["superuser"]) as server:
+        with pytest.raises(CopyRefused, match="keep theirs"):
+            copy_store(server, other, command="memctl copy", owner="dave")
+        copy_store(server, other, command="memctl copy")
+    with MemoryStore(other) as moved, raw_sql(moved) as connection:
+        owners = dict(connection.execute("SELECT name, owner FROM memory").fetchall())
+        assert owners == {"carol-tabs": "carol", "deploy": "carol"}

@@ -1197,6 +1197,15 @@ def copy_command(
         bool,
         typer.Option("--force", help="Copy a history that does not verify, as it is."),
     ] = False,
+    owner: Annotated[
+        str | None,
+        typer.Option(
+            "--owner",
+            metavar="ROLE",
+            help="Into a server from a file: the role whose own the `user` memories become"
+            " (default: the role copying).",
+        ),
+    ] = None,
     json: JsonOption = False,
 ) -> None:
     """Copy this store (--db), history included, into an empty one: a file into a
@@ -1214,6 +1223,7 @@ def copy_command(
             force=force,
             dry_run=dry_run,
             migrated_from=before,
+            owner=owner,
         )
     if report.migrated_from is not None:
         _err(f"note: {report.source} was migrated from revision {report.migrated_from} to read it")

@@ -61,6 +61,10 @@ TABLES: tuple[Table, ...] = (
 SERIAL_TABLES = ("memory", "memory_event", "memory_purge")
 # The trigger that sets run.identity to the connecting role (revision 0007).
 IDENTITY_TRIGGER = "run_who"
+# On a server, whose `user` memory it is (revision 0008), and the trigger that sets it to the
+# connecting role: a copy sets it itself (a server source's owners, else the given role).
+OWNER = "owner"
+OWNER_TRIGGER = "memory_owner"
 # SQLite's limit of bound parameters per statement is 32,766.
 PARAMETERS_PER_INSERT = 30_000
 INSUFFICIENT_PRIVILEGE = "42501"
@@ -119,6 +123,7 @@ def copy_store(
     force: bool = False,
     dry_run: bool = False,
     migrated_from: str | None = None,
+    owner: str | None = None,
 ) -> CopyReport:
     """Copy `source` with its whole history into the empty store at `target` (a file or a
     postgresql:// URL), in one transaction there. `command` is the run's command as typed;
@@ -128,11 +133,19 @@ def copy_store(
     the source's history does not verify (unless `force`: then it is copied as it is, and
     fails to verify on the target as on the source), and on PostgreSQL when the connecting
     role does not own the target's tables. `migrated_from`: the revision the source had
-    before it was opened (file_revision), reported when opening it migrated it."""
+    before it was opened (file_revision), reported when opening it migrated it. `owner`:
+    on a server, the role whose own the copied `user` memories become (default: the role
+    copying); a server source keeps each memory's owner, and `owner` is refused with it."""
     started = time.monotonic()
+    if owner is not None and source.url is not None:
+        raise CopyRefused(
+            "copy: --owner is for a copy from a file: a server's memories keep theirs"
+        )
     creating = not isinstance(target, str) or not _is_url(target)
     target_path = None if not creating else Path(target)
     if target_path is not None:
+        if owner is not None:
+            raise CopyRefused("copy: --owner names a role on a server; a file has no roles")
         if target_path.is_dir():
             raise CopyRefused(f"copy: {target_path} is a folder; give the database file's path")
         creating = not target_path.exists()
@@ -166,10 +179,12 @@ def copy_store(
                 if store.url is not None:
                     _refuse_non_owner(tx.connection)
                     _see_every_row(tx.connection)
+                    if owner is not None:
+                        _check_role(tx.connection, owner)
                 _refuse_non_empty(tx.connection, store.location)
                 if dry_run:
                     raise _DryRun
-                _write(tx.connection, source_rows)
+                _write(tx.connection, source_rows, owner)
                 if source_rows.unverified is None:
                     _check_copied_chain(tx.connection, source_rows.head)
                 tx.record_run()
@@ -223,7 +238,8 @@ def read_source(source: MemoryStore, *, force: bool = False) -> SourceRows:
             head: str | None = None
             unverified = None
             try:
-                head = chain.verify(connection).head
+                verified = chain.verify(connection)
+                head = verified.head
             except HistoryTampered as error:
                 if not force:
                     raise CopyRefused(
@@ -231,11 +247,22 @@ def read_source(source: MemoryStore, *, force: bool = False) -> SourceRows:
                         " nothing copied (--force copies it as it is, still failing to verify)"
                     ) from None
                 unverified = str(error)
+            else:
+                if verified.unseen:
+                    events = f"{verified.unseen} event{'s' if verified.unseen != 1 else ''}"
+                    raise CopyRefused(
+                        f"copy: this role may not read {events} of {source.location} (other"
+                        " people's own memories); a copy takes the whole history: run it as a"
+                        " role that reads every row (a superuser, or one with BYPASSRLS), or"
+                        " `memctl export` what you see"
+                    )
             columns: dict[str, list[str]] = {}
             rows: dict[str, list[tuple[Any, ...]]] = {}
             for table in TABLES:
                 stored = _stored_columns(connection, table.name)
                 names = [column.name for column in table.c if column.name in stored]
+                if table is memory_table and OWNER in stored:  # a server's (revision 0008)
+                    names.append(OWNER)
                 columns[table.name] = names
                 rows[table.name] = _read(connection, table, names)
         finally:
@@ -293,15 +320,22 @@ def _refuse_non_empty(connection: SQLConnection, location: str) -> None:
         )
 
 
-def _write(connection: SQLConnection, source: SourceRows) -> None:
+def _write(connection: SQLConnection, source: SourceRows, owner: str | None) -> None:
     postgres = connection.dialect.name == "postgresql"
     if postgres:
         _keep_identities(connection)
+        connection.exec_driver_sql(f"ALTER TABLE memory DISABLE TRIGGER {OWNER_TRIGGER}")
     driver: Any = connection.connection.driver_connection
     for table in TABLES:
-        names = [c for c in source.columns[table.name] if c in _stored_columns(driver, table.name)]
+        stored = _stored_columns(driver, table.name)
+        names = [c for c in source.columns[table.name] if c in stored]
         at = [source.columns[table.name].index(name) for name in names]
         rows = [tuple(row[i] for i in at) for row in source.rows[table.name]]
+        if table is memory_table and OWNER in stored and OWNER not in names:
+            # From a file: every memory is the given role's, or the copying role's.
+            mine = owner or connection.exec_driver_sql("SELECT current_user").scalar_one()
+            names.append(OWNER)
+            rows = [(*row, mine) for row in rows]
         if postgres:
             _copy_rows(driver, table, names, rows)
         else:
@@ -316,6 +350,7 @@ def _write(connection: SQLConnection, source: SourceRows) -> None:
                 f" FROM {table_name} HAVING max(id) IS NOT NULL"
             )
         connection.exec_driver_sql(f"ALTER TABLE run ENABLE TRIGGER {IDENTITY_TRIGGER}")
+        connection.exec_driver_sql(f"ALTER TABLE memory ENABLE TRIGGER {OWNER_TRIGGER}")
         for table_name in _secured_tables(connection):
             connection.exec_driver_sql(f"ALTER TABLE {table_name} FORCE ROW LEVEL SECURITY")
 
@@ -353,6 +388,14 @@ def _see_every_row(connection: SQLConnection) -> None:
     """As the tables' owner: see every row (the target must be empty) and write them."""
     for table_name in _secured_tables(connection):
         connection.exec_driver_sql(f"ALTER TABLE {table_name} NO FORCE ROW LEVEL SECURITY")
+
+
+def _check_role(connection: SQLConnection, role: str) -> None:
+    found = connection.exec_driver_sql(
+        "SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)
+    ).scalar()
+    if found is None:
+        raise CopyRefused(f"copy: there is no role {role!r} on the server to own the memories")
 
 
 def _keep_identities(connection: SQLConnection) -> None:
