@@ -158,6 +158,22 @@ def database(engine: str, tmp_path: Path, request: pytest.FixtureRequest) -> Pat
 
 
 @pytest.fixture
+def workspace_database(database: Path | str, tmp_path: Path) -> Path | str:
+    """The store of memctl run in tmp_path (the `memctl` fixture): the workspace's own
+    .memory/memstore.db on SQLite, the test's server database on PostgreSQL."""
+    return database if isinstance(database, str) else tmp_path / ".memory" / "memstore.db"
+
+
+@pytest.fixture
+def database_env(workspace_database: Path | str) -> dict[str, str]:
+    """memctl's environment for that store: MEMSTORE_DB names the server; nothing on SQLite,
+    where memctl finds the workspace's database itself."""
+    if isinstance(workspace_database, str):
+        return {"MEMSTORE_DB": workspace_database}
+    return {}
+
+
+@pytest.fixture
 def store(database: Path | str) -> Iterator[MemoryStore]:
     with MemoryStore(database, actor="test") as opened:
         yield opened
@@ -184,6 +200,28 @@ def raw_sql(store: MemoryStore) -> Iterator[Any]:
         autocommit=True,
     ) as connection:
         yield connection
+
+
+def stored_text(store: MemoryStore) -> str:
+    """Every row of every table of the store's database as text, on either engine: what a
+    secret must never be found in (sqlite3's dump; on PostgreSQL each row of the current
+    schema's tables, as the server prints a row)."""
+    if store.url is None:
+        assert store.path is not None
+        return "\n".join(sqlite3.connect(store.path).iterdump())
+    with raw_sql(store) as connection:
+        tables = [
+            name
+            for (name,) in connection.execute(
+                "SELECT table_name FROM information_schema.tables"
+                " WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'"
+            )
+        ]
+        return "\n".join(
+            str(row)
+            for table in tables
+            for (row,) in connection.execute(f'SELECT t::text FROM "{table}" AS t')
+        )
 
 
 def database_errors() -> tuple[type[Exception], ...]:

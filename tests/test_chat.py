@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,9 +13,11 @@ from typing import Any
 
 import pytest
 
+from memstore.storage.store import MemoryStore
 from tests.anthropic_server import (
     AnthropicServer,
     error_reply,
+    gated_reply,
     paused_reply,
     text_reply,
     tool_reply,
@@ -53,10 +56,15 @@ def texts(message: dict[str, Any]) -> str:
     )
 
 
+@pytest.mark.both_engines
 def test_a_preference_from_session_one_reaches_session_two(
-    tmp_path: Path, memctl: MemctlRunner, anthropic_server: AnthropicServer
+    tmp_path: Path,
+    memctl: MemctlRunner,
+    anthropic_server: AnthropicServer,
+    workspace_database: Path | str,
+    database_env: dict[str, str],
 ) -> None:
-    env = model_env(anthropic_server)
+    env = {**model_env(anthropic_server), **database_env}
     # Session 1: an empty store, so no selection call; the reply; then extraction.
     anthropic_server.script(
         text_reply("Noted: 4 spaces from now on."),
@@ -103,6 +111,51 @@ def test_a_preference_from_session_one_reaches_session_two(
     assert first_turn["tools"][-1]["cache_control"] == {"type": "ephemeral"}
     assert second_turn["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
     assert first_turn["stream"] is True
+    # The memory is where the test's engine keeps it (on PostgreSQL, in the server only).
+    with MemoryStore(workspace_database) as store:
+        assert store.get("user-indentation").body == PREFERENCE["body"]
+        assert store.history.last_run("extraction") is not None
+    assert (tmp_path / ".memory" / "memstore.db").exists() == (store.url is None)
+
+
+@pytest.mark.both_engines
+def test_a_turn_skips_the_consolidation_another_process_is_running_and_says_so(
+    tmp_path: Path,
+    memctl: MemctlRunner,
+    anthropic_server: AnthropicServer,
+    workspace_database: Path | str,
+    database_env: dict[str, str],
+) -> None:
+    """`memctl consolidate` holds the store's consolidation while its model thinks; a chat
+    turn meanwhile finds consolidation due, skips it without asking the model, and says so."""
+    with MemoryStore(workspace_database) as store, store.transaction() as tx:
+        for i in range(12):  # due: at least 10 memories, never consolidated
+            tx.create(f"note-{i}", "project", f"Fact number {i}", "b")
+    env = {**model_env(anthropic_server), **database_env}
+    thinking = threading.Event()
+    anthropic_server.script(gated_reply('{"merge": [], "drop": []}', thinking))
+    consolidating = threading.Thread(target=lambda: memctl("consolidate", env=env))
+    consolidating.start()
+    try:
+        while not anthropic_server.requests:  # the consolidation is planning
+            time.sleep(0.02)
+        # The chat's turn: selection, the reply, extraction; no consolidation call.
+        anthropic_server.script(text_reply("[]"), text_reply("Hello."), text_reply("[]"))
+        chat = memctl("chat", input="hello\n", env=env)
+        assert consolidating.is_alive()
+    finally:
+        thinking.set()
+        consolidating.join()
+    assert chat.returncode == 0, chat.stderr
+    assert "Hello." in chat.stdout
+    assert (
+        "consolidation skipped: another consolidation of this store is running; nothing "
+        "changed; it runs again when due" in chat.stdout
+    )
+    assert len(anthropic_server.requests) == 4
+    with MemoryStore(workspace_database) as store:
+        runs = [run for run in store.history.runs() if run["actor"] == "consolidation"]
+        assert len(runs) == 1
 
 
 def test_a_tool_round_trip_and_a_refused_escape(

@@ -20,6 +20,10 @@ from memstore.learning.extract import (
 from memstore.llm.client import ModelClient
 from memstore.storage.store import MemoryStore
 from tests.anthropic_server import AnthropicServer, error_reply, text_reply
+from tests.conftest import stored_text
+
+# Every test with a store runs on SQLite and on PostgreSQL (tests/conftest.py).
+pytestmark = pytest.mark.both_engines
 
 PREFERENCE = {
     "name": "user-indentation",
@@ -119,8 +123,8 @@ def test_secrets_in_the_conversation_are_never_stored(
     )
     assert result.created == ["user-indentation"]
     assert len(result.dropped) == 1 and "secret" in result.dropped[0]
-    dump = "\n".join(sqlite3.connect(store.path).iterdump())
-    assert secret.splitlines()[0] not in dump
+    dump = stored_text(store)
+    assert "user-indentation" in dump and secret.splitlines()[0] not in dump
 
 
 def test_placeholder_passwords_and_ordinary_text_are_not_secrets(
@@ -176,7 +180,9 @@ def test_hostile_answers_leave_the_store_valid_and_write_nothing_outside_memory(
     assert {p.name for p in written if p.suffix == ".md"} == {f"{n}.md" for n in names} | {
         "MEMORY.md"
     }
-    assert sqlite3.connect(store.path).execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    if store.path is not None:
+        assert sqlite3.connect(store.path).execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    assert store.history.verify().events == len(store.history.events())
 
 
 def test_items_per_turn_are_capped(
@@ -297,7 +303,7 @@ def test_a_memory_changed_while_the_model_answers_is_not_overwritten(
     anthropic_server.script(slow_reply(1.0, json.dumps([stale])))
 
     def edit_meanwhile() -> None:
-        with MemoryStore(store.path) as other:
+        with MemoryStore(store.url or store.path or "") as other:
             other.update("user-indentation", body="Edited by the user meanwhile.")
 
     editor = threading.Timer(0.3, edit_meanwhile)

