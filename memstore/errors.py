@@ -64,6 +64,12 @@ class StoreUnavailable(MemstoreError):
     """The database file cannot be opened or is busy beyond the timeout."""
 
 
+class ConnectionLost(StoreUnavailable):
+    """The server cut the connection while a statement ran (a restart, a shutdown, a network
+    cut). A read is run once more when the server is back (MemoryStore); a write is not: its
+    transaction was rolled back unless the cut came while it committed."""
+
+
 @dataclass(frozen=True)
 class FileProblem:
     path: str

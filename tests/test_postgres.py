@@ -11,14 +11,23 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic import command
 from sqlalchemy.exc import DBAPIError
 
-from memstore.errors import HistoryTampered, NothingToRestore, SchemaTooNew, StoreUnavailable
+from memstore.errors import (
+    ConnectionLost,
+    HistoryTampered,
+    NothingToRestore,
+    SchemaTooNew,
+    StoreUnavailable,
+)
 from memstore.settings import Settings
 from memstore.storage.migrate import alembic_config
 from memstore.storage.postgres import create_postgres_engine, grant_application_role
@@ -353,6 +362,73 @@ def test_a_server_restart_between_writes_loses_nothing(
         store.create("after", "user", "d", "written after the restart")
         assert [m.name for m in store.memories()] == ["after", "before"]
         assert store.history.verify().events == 2
+
+
+def _cut_by_a_restart(cluster: Cluster, url: str, operation: Callable[[], Any]) -> Any:
+    """Run `operation` in a thread while another session locks the memory table, so that
+    it is waiting on the server when the server restarts (`pg_ctl restart -m fast` ends
+    every session); what it returned, or the exception it raised."""
+    import psycopg
+
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = operation()
+        except Exception as error:
+            outcome["value"] = error
+
+    locker = psycopg.connect(url)
+    try:
+        locker.execute("LOCK TABLE memory IN ACCESS EXCLUSIVE MODE")
+        thread = threading.Thread(target=run)
+        thread.start()
+        with psycopg.connect(url, autocommit=True) as watcher:
+            deadline = time.monotonic() + 30
+            while not watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                " AND datname = current_database()"
+            ).fetchone()[0]:
+                assert time.monotonic() < deadline, "the operation never waited"
+                time.sleep(0.02)
+        cluster.restart()
+        thread.join(60)
+    finally:
+        locker.close()
+    return outcome["value"]
+
+
+@pytest.mark.parametrize(
+    ("read", "expected"),
+    [
+        (lambda store: [m.name for m in store.memories()], ["deploy-notes"]),  # SQLAlchemy
+        (lambda store: store.count(), 1),  # the DBAPI connection
+        (lambda store: [hit.memory.name for hit in store.search("deploys")], ["deploy-notes"]),
+    ],
+)
+def test_a_read_cut_by_a_restart_runs_again_once_the_server_is_back(
+    postgres_cluster: Cluster, postgres_url: str, read: Callable[[Any], Any], expected: Any
+) -> None:
+    with MemoryStore(postgres_url) as store:
+        store.create("deploy-notes", "project", "Deploys go through CI", "Tag a release.")
+        assert _cut_by_a_restart(postgres_cluster, postgres_url, lambda: read(store)) == expected
+
+
+def test_a_write_cut_by_a_restart_is_not_run_again(
+    postgres_cluster: Cluster, postgres_url: str
+) -> None:
+    """A write's transaction cut before it committed was rolled back: one typed error, and
+    memstore does not run it again (a cut during COMMIT would leave its outcome unknown)."""
+    with MemoryStore(postgres_url) as store:
+        store.create("before", "project", "d", "b")
+        cut = _cut_by_a_restart(
+            postgres_cluster, postgres_url, lambda: store.create("cut", "project", "d", "b")
+        )
+        assert isinstance(cut, ConnectionLost), cut
+        assert str(cut).startswith("database postgresql://") and "\n" not in str(cut)
+        assert [m.name for m in store.memories()] == ["before"]
+        assert len(store.history.events()) == 1
+        store.create("after", "project", "d", "b")  # the pool has reconnected
 
 
 # -- memctl sql ------------------------------------------------------------------------------

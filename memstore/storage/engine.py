@@ -18,8 +18,10 @@ from typing import Any, cast
 
 from sqlalchemy import JSON, Engine, Table, create_engine, event
 from sqlalchemy import Connection as SQLConnection
+from sqlalchemy.exc import OperationalError
 
 from memstore.errors import (
+    ConnectionLost,
     DatabaseCorrupt,
     MemstoreError,
     NoDatabase,
@@ -114,11 +116,36 @@ def dbapi_connection(engine: Engine) -> Iterator[Connection]:
     """A pooled DBAPI connection, for what SQLAlchemy cannot say (FTS5 queries, PRAGMAs)
     or says too slowly (a hot single statement, whose per-call overhead was most of its
     latency). On PostgreSQL it is psycopg's, which executes alike (dbapi.Connection)."""
-    pooled = engine.raw_connection()
+    driver = engine.dialect.dbapi if engine.dialect.name == "postgresql" else None
+    try:
+        pooled = engine.raw_connection()
+    except Exception as error:  # a server down, or still starting after a restart
+        if driver is None or not isinstance(error, (OperationalError, driver.OperationalError)):
+            raise
+        from memstore.storage.server import server_error
+
+        url = engine.url.set(drivername="postgresql").render_as_string(False)
+        raise server_error(url, getattr(error, "orig", None) or error) from error
     try:
         yield cast(Connection, pooled.driver_connection)
+    except Exception as error:
+        # The server cut or refused the statement (a restart): the same typed error as a
+        # statement through SQLAlchemy gets (postgres._unavailable), never psycopg's own.
+        if driver is None or not isinstance(error, driver.OperationalError):
+            raise
+        if engine.dialect.is_disconnect(error, pooled.dbapi_connection, None):
+            pooled.invalidate()  # not back to the pool: the next checkout connects anew
+            raise ConnectionLost(_unavailable(engine, error)) from error
+        raise StoreUnavailable(_unavailable(engine, error)) from error
     finally:
         pooled.close()  # back to the pool (which rolls back what a read left open)
+
+
+def _unavailable(engine: Engine, error: BaseException | None) -> str:
+    from memstore.storage.server import first_line, shown_url
+
+    where = shown_url(engine.url.set(drivername="postgresql").render_as_string(False))
+    return f"database {where} is unavailable: {first_line(error)}"
 
 
 def stored_revision(engine: Engine) -> str | None:

@@ -15,7 +15,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import ExceptionContext, make_url
 from sqlalchemy.exc import OperationalError
 
-from memstore.errors import QueryFailed, StoreUnavailable
+from memstore.errors import ConnectionLost, QueryFailed, StoreUnavailable
 from memstore.storage.engine import ReadOnlyQuery, stored_revision, to_json, writer
 from memstore.storage.schema_version import SCHEMA_HEAD, VERSION_TABLE
 from memstore.storage.server import (
@@ -76,7 +76,8 @@ def _unavailable(url: str, context: ExceptionContext) -> BaseException | None:
     error = context.sqlalchemy_exception
     if context.is_pre_ping or not isinstance(error, OperationalError):
         return None
-    return StoreUnavailable(f"database {shown_url(url)} is unavailable: {first_line(error.orig)}")
+    lost = ConnectionLost if context.is_disconnect else StoreUnavailable
+    return lost(f"database {shown_url(url)} is unavailable: {first_line(error.orig)}")
 
 
 def _configure_session(dbapi_connection: Any, _record: Any) -> None:

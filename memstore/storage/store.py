@@ -4,17 +4,19 @@ transaction (storage/transaction.py), its history read through `store.history`
 
 from __future__ import annotations
 
+import functools
 import sqlite3
+import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple, ParamSpec, TypeVar, cast
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
-from memstore.errors import MemoryNotFound, StoreUnavailable
+from memstore.errors import ConnectionLost, MemoryNotFound, StoreUnavailable
 from memstore.settings import is_server_url
 from memstore.storage.chain import ChainReport
 from memstore.storage.dbapi import Connection
@@ -46,6 +48,30 @@ from memstore.storage.search import search_terms
 from memstore.storage.server import first_line
 from memstore.storage.transaction import WriteTransaction
 from memstore.storage.validation import check_type
+
+# A read the server cut (a restart) waits this long for it to take connections again, then
+# runs once more; a write never runs again (docs/postgresql.md).
+RECONNECT_WAIT_S = 15.0
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def read_again_once(read: Callable[_P, _R]) -> Callable[_P, _R]:
+    """A read of the store that the server cut (ConnectionLost: a restart) runs once more,
+    once the server takes connections again; it changed nothing, so running it again is
+    safe. A second cut, or a server not back within RECONNECT_WAIT_S, raises."""
+
+    @functools.wraps(read)
+    def reading(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return read(*args, **kwargs)
+        except ConnectionLost:
+            store = cast("MemoryStore", args[0])
+            if not store.wait_for_server(RECONNECT_WAIT_S):
+                raise
+        return read(*args, **kwargs)
+
+    return reading
 
 
 class PurgeReport(NamedTuple):
@@ -80,6 +106,19 @@ class MemoryStore:
         self.command = command
         self._writer = writer(self.engine)
         self.history = History(self.engine)
+
+    def wait_for_server(self, seconds: float) -> bool:
+        """Whether the server takes connections again within `seconds` (a restart)."""
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                with self._dbapi() as connection:
+                    connection.execute("SELECT 1")
+                return True
+            except StoreUnavailable:
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.2)
 
     def verify_history(self) -> ChainReport:
         """Deprecated, kept one release: memstore 0.1's name of `store.history.verify()`."""
@@ -206,6 +245,7 @@ class MemoryStore:
 
     # -- reads ------------------------------------------------------------------------------
 
+    @read_again_once
     def find(self, name: str) -> MemoryRecord | None:
         with self.engine.connect() as connection:
             row = (
@@ -221,6 +261,7 @@ class MemoryStore:
             raise MemoryNotFound(name)
         return memory
 
+    @read_again_once
     def memories(self, type: str | None = None) -> list[MemoryRecord]:
         """The live memories, by name."""
         query = select(memory_table).where(LIVE).order_by(memory_table.c.name)
@@ -229,6 +270,7 @@ class MemoryStore:
         with self.engine.connect() as connection:
             return [MemoryRecord(**row) for row in connection.execute(query).mappings()]
 
+    @read_again_once
     def count(self) -> int:
         # On the DBAPI connection: every recall asks first, and SQLAlchemy's per-call overhead
         # was most of the time of a count the live-name index answers.
@@ -236,6 +278,7 @@ class MemoryStore:
             row = connection.execute("SELECT count(*) FROM memory WHERE deleted_at IS NULL")
             return int(row.fetchone()[0])
 
+    @read_again_once
     def search(self, query: str, limit: int = 10, type: str | None = None) -> list[SearchHit]:
         """Live memories matching the words of `query` (of `type`, when given), best first
         (bm25).
@@ -254,11 +297,13 @@ class MemoryStore:
                 hits = ranked_records(connection, terms, limit, type, any_term=True)
         return [SearchHit(record, score) for record, score in hits]
 
+    @read_again_once
     def rank_ids(self, terms: list[str], limit: int) -> dict[int, float]:
         """The bm25 score of the best `limit` live memories matching any of `terms`, by id."""
         with self._dbapi() as connection:
             return rank_ids(connection, terms, limit)
 
+    @read_again_once
     def by_ids(self, ids: Sequence[int]) -> dict[int, MemoryRecord]:
         """The live memories of these ids, by id."""
         with self._dbapi() as connection:
@@ -266,6 +311,7 @@ class MemoryStore:
 
     # -- semantic recall's vectors: derived data, like the FTS index, not history ------------
 
+    @read_again_once
     def change_mark(self) -> tuple[Any, ...]:
         """A value that changes whenever a memory is created, changed, deleted or restored:
         every such write appends to the history, whose last id this is. One index lookup,
@@ -273,6 +319,7 @@ class MemoryStore:
         with self._dbapi() as connection:
             return tuple(connection.execute("SELECT max(id) FROM memory_event").fetchone())
 
+    @read_again_once
     def live_vectors(self, model: str) -> list[tuple[int, int, bytes | None]]:
         """(id, version, vector) of each live memory; the vector is None when there is none
         for its current version and this model."""
@@ -299,6 +346,7 @@ class MemoryStore:
         assert self.path is not None
         return ReadOnlyQuery(self.path, sql, timeout=timeout, max_rows=max_rows)
 
+    @read_again_once
     def vector_counts(self, model: str) -> tuple[int, int]:
         """How many live memories have a vector of their current version, and how many
         live memories there are (counted in SQL: no vector is read)."""
@@ -363,6 +411,7 @@ class MemoryStore:
         """The DBAPI connection, sqlite3's or psycopg's: for the reads both run alike."""
         return dbapi_connection(self.engine)
 
+    @read_again_once
     def summaries(self, type: str | None = None) -> list[MemorySummary]:
         """Name, type and description of the live memories, by name: cheaper than memories()."""
         # On the DBAPI connection: the index goes into every chat turn's system prompt, and
