@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 
 DB_VARIABLE = "MEMSTORE_DB"
 CEILINGS_VARIABLE = "MEMSTORE_CEILING_DIRECTORIES"
+NAMESPACE_VARIABLE = "MEMSTORE_NAMESPACE"
 MODEL_VARIABLE = "MEMSTORE_MODEL"
 SMALL_MODEL_VARIABLE = "MEMSTORE_SMALL_MODEL"
 MODEL_DIR_VARIABLE = "MEMSTORE_MODEL_DIR"
@@ -56,6 +57,8 @@ class Settings:
     # A file (SQLite), or a PostgreSQL server's URL, kept as typed (is_server_url).
     db: Path | str | None
     ceiling_directories: frozenset[Path]
+    # On a server, the project namespace (storage/namespace.py); None: the workspace's.
+    namespace: str | None
     model: str
     small_model: str
     model_dir: Path | None  # None: the semantic encoder package's own files
@@ -80,6 +83,7 @@ class Settings:
         return cls(
             db=database_location(db) if db else None,
             ceiling_directories=frozenset(Path(os.path.abspath(c)) for c in ceilings if c),
+            namespace=env.get(NAMESPACE_VARIABLE) or None,
             model=env.get(MODEL_VARIABLE) or DEFAULT_MODEL,
             small_model=env.get(SMALL_MODEL_VARIABLE) or DEFAULT_SMALL_MODEL,
             model_dir=Path(model_dir).expanduser() if model_dir else None,

@@ -244,7 +244,12 @@ def memctl(tmp_path: Path) -> MemctlRunner:
         cwd: Path | None = None,
     ) -> subprocess.CompletedProcess[str]:
         environment = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200"}
-        for variable in ("MEMSTORE_DB", "MEMCTL_DB", "MEMCTL_CEILING_DIRECTORIES"):
+        for variable in (
+            "MEMSTORE_DB",
+            "MEMSTORE_NAMESPACE",
+            "MEMCTL_DB",
+            "MEMCTL_CEILING_DIRECTORIES",
+        ):
             environment.pop(variable, None)
         environment.update(env or {})
         return subprocess.run(

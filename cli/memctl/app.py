@@ -59,6 +59,7 @@ class State:
 
     db: Path | str = Path(DEFAULT_DIRECTORY) / "memstore.db"  # a str: a server's URL
     db_given = False  # by --db or MEMSTORE_DB
+    given: Path | str | None = None  # as given (a server's URL before its namespace is added)
     workspace = Workspace(Path("."), "")
     settings: Settings  # the environment's, read as the command line is parsed
 
@@ -70,7 +71,10 @@ def _set_db(value: str | None) -> str | None:
     # The settings hold a database given by an old variable name (Click reads the new one).
     given = database_location(value) if value is not None else State.settings.db
     State.db_given = given is not None
-    State.db, State.workspace = locate(given, Path.cwd(), State.settings.ceiling_directories)
+    State.given = given
+    State.db, State.workspace = locate(
+        given, Path.cwd(), State.settings.ceiling_directories, State.settings.namespace
+    )
     return value
 
 
@@ -1218,7 +1222,7 @@ def copy_command(
     with _store(actor="copy", read_only=True) as store:
         report = copy_store(
             store,
-            database_location(to),
+            _copy_target(to),
             command=_command_line(),
             force=force,
             dry_run=dry_run,
@@ -1243,6 +1247,17 @@ def copy_command(
     if not report.dry_run:
         verified = "" if report.head is None else f"its history verifies (head {report.head}); "
         _err(f"{verified}recorded as run {(report.run_id or '')[:8]} there")
+
+
+def _copy_target(to: str) -> Path | str:
+    """copy's --to: a file, or a server's URL in the project namespace this workspace's own
+    would be in (the URL's, else MEMSTORE_NAMESPACE, else the git remote's)."""
+    target = database_location(to)
+    if isinstance(target, Path):
+        return target
+    from memstore.storage.namespace import resolve
+
+    return resolve(target, State.settings.namespace, State.workspace.root)[0]
 
 
 # From a clone, as the README installs memctl (agent-memstore is not on PyPI).
@@ -1292,6 +1307,13 @@ def path() -> None:
     how = f"given by --db or {DB_VARIABLE}" if State.db_given else State.workspace.how
     exists = "exists" if _db_exists() else "not created yet ('memctl add' or 'import' will)"
     _err(f"workspace: {State.workspace.root} ({how}); database {exists}")
+    if isinstance(State.db, str):
+        from memstore.storage.namespace import resolve
+
+        given = State.given if isinstance(State.given, str) else State.db
+        namespace = resolve(given, State.settings.namespace, State.workspace.root)[1]
+        name = namespace.name or "(none)"
+        _err(f"namespace: {name} ({namespace.how}); schema {namespace.schema or 'public'}")
 
 
 @app.command()

@@ -83,7 +83,7 @@ def _respond(raw: bytes | str, db: Path | str | None, settings: Settings) -> str
             f" ({USER_PROMPT_SUBMIT}, {SESSION_START})"
         )
     given = db if db is not None else settings.db
-    database, _ = locate(given, _start(event), settings.ceiling_directories)
+    database, _ = locate(given, _start(event), settings.ceiling_directories, settings.namespace)
     try:
         with StoreReader(database, busy_timeout_ms=BUSY_TIMEOUT_MS) as reader:
             context = answer(reader, event)

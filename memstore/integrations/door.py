@@ -48,7 +48,10 @@ class Door:
         settings = settings if settings is not None else Settings.from_environment()
         given = db if db is not None else settings.db
         database, workspace = locate(
-            given, start if start is not None else Path.cwd(), settings.ceiling_directories
+            given,
+            start if start is not None else Path.cwd(),
+            settings.ceiling_directories,
+            settings.namespace,
         )
         store = MemoryStore(database, actor=actor, command=actor, create=create)
         return cls(store, workspace, actor)

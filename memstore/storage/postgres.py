@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import zlib
+from functools import partial
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import ExceptionContext, make_url
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from memstore.errors import ConnectionLost, QueryFailed, StoreUnavailable
 from memstore.storage.engine import ReadOnlyQuery, stored_revision, to_json, writer
@@ -21,10 +23,11 @@ from memstore.storage.schema_version import SCHEMA_HEAD, VERSION_TABLE
 from memstore.storage.server import (
     CONNECT_TIMEOUT_S,
     MISSING_DRIVER,
-    SESSION_SETTINGS,
     connect_reader,
     first_line,
     server_error,
+    server_target,
+    session_settings,
     shown_url,
 )
 
@@ -33,7 +36,8 @@ from memstore.storage.server import (
 LOCK_TIMEOUT_MS = 15_000
 # The key of the advisory lock every write transaction takes first: writers go in turn, so
 # that numbering new memories and events from the highest id stays safe, as under SQLite's
-# BEGIN IMMEDIATE. (Per project namespace, once there are namespaces: docs/postgresql.md.)
+# BEGIN IMMEDIATE. In a project namespace the lock is its schema's (the two-key form, the
+# second a hash of the schema): writers of two projects do not wait for each other.
 WRITER_LOCK = 0x6D656D73  # "mems"
 POOL_SIZE = 5
 
@@ -44,27 +48,37 @@ def driver_url(url: str) -> str:
     return parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
 
 
-def _begin(connection: Any) -> None:
+def writer_lock(schema: str | None) -> str:
+    """The arguments of the writers' advisory lock of the store in `schema`."""
+    if schema is None:
+        return str(WRITER_LOCK)
+    # zlib.crc32 is unsigned; the lock's keys are signed 32-bit integers.
+    key = zlib.crc32(schema.encode()) - (1 << 32 if zlib.crc32(schema.encode()) >= 1 << 31 else 0)
+    return f"{WRITER_LOCK}, {key}"
+
+
+def _begin(lock: str, connection: Any) -> None:
     # A writer (engine.writer: the option SQLite's BEGIN IMMEDIATE reads) waits for the
     # previous writer's commit, then holds the lock to its own end.
     if connection.get_execution_options().get("sqlite_begin") == "IMMEDIATE":
         connection.exec_driver_sql(f"SET LOCAL lock_timeout = {LOCK_TIMEOUT_MS}")
-        connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITER_LOCK})")
+        connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({lock})")
 
 
 def create_postgres_engine(url: str) -> Engine:
     if importlib.util.find_spec("psycopg") is None:
         raise StoreUnavailable(MISSING_DRIVER)
+    bare, schema = server_target(url)
     engine = create_engine(
-        driver_url(url),
+        driver_url(bare),
         connect_args={"connect_timeout": CONNECT_TIMEOUT_S, "application_name": "memstore"},
         pool_size=POOL_SIZE,
         # A connection the server dropped (a restart) is replaced, not handed out.
         pool_pre_ping=True,
         json_serializer=to_json,
     )
-    event.listen(engine, "begin", _begin)
-    event.listen(engine, "connect", _configure_session)
+    event.listen(engine, "begin", partial(_begin, writer_lock(schema)))
+    event.listen(engine, "connect", partial(_configure_session, session_settings(schema)))
     event.listen(engine, "handle_error", lambda context: _unavailable(url, context))
     return engine
 
@@ -80,9 +94,9 @@ def _unavailable(url: str, context: ExceptionContext) -> BaseException | None:
     return lost(f"database {shown_url(url)} is unavailable: {first_line(error.orig)}")
 
 
-def _configure_session(dbapi_connection: Any, _record: Any) -> None:
+def _configure_session(settings: tuple[str, ...], dbapi_connection: Any, _record: Any) -> None:
     with dbapi_connection.cursor() as cursor:
-        for setting in SESSION_SETTINGS:
+        for setting in settings:
             cursor.execute(setting)
     dbapi_connection.commit()  # a SET in a transaction rolled back would be undone
 
@@ -93,6 +107,7 @@ def open_postgres(url: str, *, create: bool = True) -> Engine:
     engine: Engine | None = None
     try:
         engine = create_postgres_engine(url)
+        _create_namespace(engine, url)
         if stored_revision(engine) != SCHEMA_HEAD:
             from memstore.storage.migrate import upgrade_to_head  # imports Alembic
 
@@ -105,6 +120,45 @@ def open_postgres(url: str, *, create: bool = True) -> Engine:
             raise
         raise translated from error
     return engine
+
+
+def _create_namespace(engine: Engine, url: str) -> None:
+    """Create the schema of the URL's project namespace when the server has none yet: the
+    first person of a project to open it migrates it, as for the default store."""
+    from memstore.storage.namespace import split_url
+
+    _, name = split_url(url)
+    schema = server_target(url)[1]
+    if not name or schema is None:
+        return
+    with engine.connect() as connection:
+        usable = connection.exec_driver_sql(
+            "SELECT has_schema_privilege(oid, 'USAGE') FROM pg_namespace WHERE nspname = %s",
+            (schema,),
+        ).scalar()
+    if usable is not None:
+        if not usable:  # another team's project, or one not granted to this role yet
+            raise StoreUnavailable(
+                f"this role may not use the namespace {name} on"
+                f" {shown_url(server_target(url)[0])}: its owner grants it (docs/postgresql.md)"
+            )
+        return
+    try:
+        with engine.begin() as connection:
+            connection.exec_driver_sql(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+            # What it is, for whoever lists the server's schemas (\\dn+ in psql); a name
+            # holds no quote (namespace.checked_name), and COMMENT takes no parameter.
+            connection.exec_driver_sql(f"COMMENT ON SCHEMA {schema} IS 'memstore namespace {name}'")
+    except IntegrityError:
+        return  # another process created it meanwhile
+    except ProgrammingError as error:
+        if type(error.orig).__name__ != "InsufficientPrivilege":
+            raise
+        raise StoreUnavailable(
+            f"the namespace {name} has no store on {shown_url(server_target(url)[0])} yet,"
+            " and this role may not create one: a role that may (the owner) opens it once"
+            " (memctl list), then grants it (docs/postgresql.md)"
+        ) from None
 
 
 # The role layout (docs/postgresql.md): the owner role migrates and owns the tables; an
@@ -137,12 +191,13 @@ def grant_application_role(engine: Engine, role: str) -> None:
     if not _ROLE.fullmatch(role):
         raise StoreUnavailable(f"{role!r} is no role name memstore grants to (a-z, 0-9, _)")
     with engine.begin() as connection:
+        schema = connection.exec_driver_sql("SELECT current_schema()").scalar()
         for statement in (
-            f'GRANT USAGE ON SCHEMA public TO "{role}"',
+            f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"',
             f'GRANT SELECT, INSERT ON {", ".join(APPEND_ONLY)} TO "{role}"',
             f'GRANT SELECT, INSERT, UPDATE, DELETE ON {", ".join(WRITABLE)} TO "{role}"',
             f'GRANT SELECT ON {", ".join(READABLE)} TO "{role}"',
-            f'GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO "{role}"',
+            f'GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA "{schema}" TO "{role}"',
         ):
             connection.exec_driver_sql(statement)
         if connection.exec_driver_sql("SELECT to_regclass(%s)", (CHAIN,)).scalar() is not None:

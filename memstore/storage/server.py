@@ -51,6 +51,25 @@ def first_line(error: BaseException | None) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
+def server_target(url: str) -> tuple[str, str | None]:
+    """What libpq connects to for the memstore URL `url`: the URL without memstore's own
+    `namespace` parameter, and the schema of that project namespace (None: the server's
+    default store)."""
+    from memstore.storage.namespace import schema_of, split_url
+
+    bare, name = split_url(url)
+    return bare, schema_of(name) if name else None
+
+
+def session_settings(schema: str | None) -> tuple[str, ...]:
+    """What memstore sets on each of its connections: SESSION_SETTINGS and, in a project
+    namespace, a search_path of its schema alone (a table missing there is an error, never
+    another project's, nor the default store's)."""
+    return (
+        SESSION_SETTINGS if schema is None else (*SESSION_SETTINGS, f"SET search_path = {schema}")
+    )
+
+
 def connect_reader(url: str) -> Any:
     """A psycopg connection that cannot write, without SQLAlchemy (StoreReader's, for
     `memctl hook`): each statement its own read-only transaction."""
@@ -59,7 +78,8 @@ def connect_reader(url: str) -> Any:
     except ImportError:
         raise StoreUnavailable(MISSING_DRIVER) from None
     # libpq reads postgresql:// URLs itself; SQLAlchemy's driver suffix is no part of them.
-    conninfo = re.sub(r"^postgresql\+psycopg://", "postgresql://", url, flags=re.IGNORECASE)
+    bare, schema = server_target(url)
+    conninfo = re.sub(r"^postgresql\+psycopg://", "postgresql://", bare, flags=re.IGNORECASE)
     try:
         connection = psycopg.connect(
             conninfo,
@@ -70,6 +90,6 @@ def connect_reader(url: str) -> Any:
     except psycopg.Error as error:
         raise server_error(url, error) from None
     connection.execute("SET default_transaction_read_only = on")
-    for setting in SESSION_SETTINGS:
+    for setting in session_settings(schema):
         connection.execute(setting)
     return connection

@@ -80,17 +80,24 @@ def workspace_of_database(database: Path) -> Workspace | None:
 
 
 def locate(
-    given: Path | str | None, start: Path, ceilings: Collection[Path] = ()
+    given: Path | str | None,
+    start: Path,
+    ceilings: Collection[Path] = (),
+    namespace: str | None = None,
 ) -> tuple[Path | str, Workspace]:
     """The database and the workspace, as every door onto the store finds them: the database
     `given` (by --db or MEMSTORE_DB) and the workspace it sits in, or else the workspace found
-    upward from `start` and its database. A server's URL (a str) is given back as it is, with
-    the workspace found upward from `start`."""
+    upward from `start` and its database. A server's URL (a str) is given back naming its
+    project namespace (the URL's own, else `namespace`, else the workspace's git remote:
+    storage/namespace.py), with the workspace found upward from `start`."""
     found = find_workspace(start, ceilings=ceilings)
     if given is None:
         return found.database, found
     if isinstance(given, str):
-        return given, found
+        from memstore.storage.namespace import resolve
+
+        url, _ = resolve(given, namespace, found.root)
+        return url, found
     database = Path(os.path.abspath(given))
     return database, workspace_of_database(database) or found
 
