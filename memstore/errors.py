@@ -130,8 +130,8 @@ class ImportRejected(MemstoreError):
     def __init__(self, problems: Sequence[FileProblem]) -> None:
         self.problems = list(problems)
         super().__init__(
-            f"import aborted, nothing changed: {len(self.problems)} file(s) cannot be read as "
-            "memories (use --skip-invalid to import the rest)"
+            f"import aborted, nothing changed: {len(self.problems)} file(s) cannot be imported"
+            " as memories (use --skip-invalid to import the rest)"
         )
 
 

@@ -125,6 +125,33 @@ def test_reimporting_the_same_folder_changes_nothing(store: MemoryStore, tmp_pat
     assert database_rows(store) == rows_after_first
 
 
+def test_a_file_the_store_refuses_as_written_is_its_problem(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    """On a server a memory never changes to or from `user` (whose it is decides who sees its
+    history): a file that would change one is a problem of that file, found as the store
+    writes (it was a crash, found by the fuzz test below); on SQLite the type just changes."""
+    folder = tmp_path / "memory"
+    write(folder / "style.md", canonical("style", "project", "Tabs", "Use tabs."))
+    write(folder / "other.md", canonical("other", "project", "Other", "Kept."))
+    import_memories(store, folder)
+    write(folder / "style.md", canonical("style", "user", "Tabs", "I use tabs."))
+    write(folder / "other.md", canonical("other", "project", "Other", "Changed."))
+    if store.url is None:
+        assert import_memories(store, folder).updated == ["other", "style"]
+        return
+    rows = database_rows(store)
+    with pytest.raises(ImportRejected) as rejected:
+        import_memories(store, folder)
+    assert [p.path for p in rejected.value.problems] == ["style.md"]
+    assert "cannot change to or from `user`" in rejected.value.problems[0].reason
+    assert database_rows(store) == rows  # nothing of the import written
+    report = import_memories(store, folder, skip_invalid=True)
+    assert report.updated == ["other"]
+    assert [(p.path, "user" in p.reason) for p in report.problems] == [("style.md", True)]
+    assert store.get("style").type == "project"
+
+
 # -- Claude Code's auto-memory folders ----------------------------------------------------------
 
 

@@ -377,11 +377,20 @@ def import_memories(
         _raise_if_rejected(report, skip_invalid)
         results: dict[str, MemoryRecord] = {}
         for item, memory, changes in _plan(items, live, records, report):
-            if memory is None:
-                created = tx.create(item.name, item.type, item.description, item.body, item.extra)
-                results[item.path] = created
-            else:
-                results[item.path] = tx.update(memory, **changes) if changes else memory
+            try:
+                if memory is None:
+                    results[item.path] = tx.create(
+                        item.name, item.type, item.description, item.body, item.extra
+                    )
+                else:
+                    results[item.path] = tx.update(memory, **changes) if changes else memory
+            except InvalidMemory as error:
+                # What only the store judges, before it writes anything: on a server, a
+                # memory that would change to or from `user`. The file's problem, as any.
+                report.problems.append(FileProblem(item.path, str(error)))
+                _raise_if_rejected(report, skip_invalid)
+                planned = report.created if memory is None else report.updated
+                planned.remove(item.name if memory is None else memory.name)
         claimed = {memory.id for memory in results.values()}
         gone: list[MemoryRecord] = []
         forget: list[str] = []
