@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import memstore
+from memstore.storage.namespace import with_namespace
 from memstore.storage.reader import register_functions
+from memstore.storage.server import server_target
 from memstore.storage.store import MemoryStore
 from tests.anthropic_server import AnthropicServer, serve
 from tests.postgres_cluster import Cluster, server_binaries, unavailable_reason
@@ -104,6 +106,8 @@ ENGINES = ("sqlite", "postgresql")
 # CI sets it: there, the PostgreSQL tests must run, not skip (.ci/run installs the server).
 REQUIRE_POSTGRES_VARIABLE = "MEMSTORE_REQUIRE_POSTGRES"
 TEMPLATE_DATABASE = "memstore_template"
+# The namespace of the `database` fixture's server stores.
+TEST_NAMESPACE = "test.example.org/memstore/tests"
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -136,7 +140,9 @@ def postgres_cluster() -> Iterator[Cluster]:
     cluster = Cluster(binaries)
     try:
         cluster.execute(f"CREATE DATABASE {TEMPLATE_DATABASE}")
-        MemoryStore(cluster.url(TEMPLATE_DATABASE)).close()  # migrated once, copied per test
+        # Migrated once, copied per test: the default store and the test namespace's.
+        MemoryStore(cluster.url(TEMPLATE_DATABASE)).close()
+        MemoryStore(with_namespace(cluster.url(TEMPLATE_DATABASE), TEST_NAMESPACE)).close()
         yield cluster
     finally:
         cluster.stop()
@@ -153,7 +159,9 @@ def database(engine: str, tmp_path: Path, request: pytest.FixtureRequest) -> Pat
     """Where the test's store lives: a file for SQLite, a fresh database's URL for
     PostgreSQL."""
     if engine == "postgresql":
-        return str(request.getfixturevalue("postgres_url"))
+        # In a project namespace (a schema of its own), as a workspace with a git remote is;
+        # tests/test_postgres.py's own tests use the default store.
+        return with_namespace(str(request.getfixturevalue("postgres_url")), TEST_NAMESPACE)
     return tmp_path / "memstore.db"
 
 
@@ -195,10 +203,11 @@ def raw_sql(store: MemoryStore) -> Iterator[Any]:
         return
     import psycopg
 
-    with psycopg.connect(
-        store.engine.url.set(drivername="postgresql").render_as_string(hide_password=False),
-        autocommit=True,
-    ) as connection:
+    assert store.url is not None
+    bare, schema = server_target(store.url)
+    with psycopg.connect(bare, autocommit=True) as connection:
+        if schema is not None:
+            connection.execute(f"SET search_path = {schema}")
         yield connection
 
 

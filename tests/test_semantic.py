@@ -195,16 +195,9 @@ def _another_writer(store: MemoryStore) -> Iterator[None]:
             connection.rollback()
             connection.close()
         return
-    import psycopg
-
-    with psycopg.connect(
-        store.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
-    ) as connection:
+    with raw_sql(store) as connection, connection.transaction():
         connection.execute("LOCK TABLE memory_vector IN EXCLUSIVE MODE")
-        try:
-            yield
-        finally:
-            connection.rollback()
+        yield  # the lock goes with the transaction's end
 
 
 def _busy(store: MemoryStore) -> str:
@@ -566,9 +559,7 @@ def test_a_memory_far_in_meaning_is_left_out_even_with_a_shared_word(
 def _count_vectors(db: Path | str) -> int:
     """Counted outside memstore, as another program reading the database would."""
     if isinstance(db, str):
-        import psycopg
-
-        with psycopg.connect(db) as server:
+        with MemoryStore(db) as store, raw_sql(store) as server:
             return int(server.execute("SELECT count(*) FROM memory_vector").fetchone()[0])
     connection = sqlite3.connect(db)
     try:
