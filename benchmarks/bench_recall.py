@@ -571,9 +571,12 @@ def main() -> None:
         results[name] = run_set(label, set_stores(set_root(name)), args.per_query == name)
     tuned = [name for name in BILINGUAL_TUNING_SETS if name in results]
     pooled = {m: [row for name in tuned for row in results[name][m]] for m in METHODS}
-    for name in held_out:
-        if name in results:
-            print_side_by_side(pooled, results[name], f"{' + '.join(tuned)} | {name}")
+    held = [name for name in held_out if name in results]
+    for name in held:
+        print_side_by_side(pooled, results[name], f"{' + '.join(tuned)} | {name}")
+    if len(held) > 1:  # the targets are on the held-out sets: pooled too
+        pooled_held = {m: [row for name in held for row in results[name][m]] for m in METHODS}
+        print_side_by_side(pooled, pooled_held, f"{' + '.join(tuned)} | {' + '.join(held)}")
     if args.tuning_only:
         print_side_by_side(pooled, None, " + ".join(tuned))
     if "locomo_dev" in results:
