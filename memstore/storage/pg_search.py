@@ -19,6 +19,7 @@ the segmentation is memstore's Python, which the server does not run.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -97,25 +98,68 @@ class Phrase(NamedTuple):
         return "(" + " <-> ".join(quoted) + ")"
 
 
+class Query(NamedTuple):
+    """A search's phrases, and what their idf needs: how many memories this role sees
+    holding each phrase of one word (by lexeme and whether a prefix), and the index's
+    totals."""
+
+    phrases: list[Phrase]
+    counts: dict[tuple[str, bool], int]
+    documents: int
+    words: int
+
+
+# The stems of the query's words, in order; for each word that is a term of its own, how
+# many memories hold it (index-only: the primary key carries the rows, revision 0009); and
+# the index's totals. One statement.
+_TERMS = f"""
+SELECT q.w, s.lexemes,
+    CASE WHEN q.counted AND cardinality(s.lexemes) = 1 THEN
+        (SELECT count(*) FROM memory_fts_term AS t WHERE t.lexeme = s.lexemes[1]) END,
+    (SELECT documents FROM memory_fts_stats), (SELECT words FROM memory_fts_stats)
+FROM unnest(%s::text[], %s::bool[]) AS q (w, counted)
+CROSS JOIN LATERAL (SELECT array(SELECT lexeme FROM unnest(to_tsvector('{CONFIGURATION}', q.w))
+    ORDER BY positions[1]) AS lexemes) AS s
+"""
+# How many memories hold a word starting with each prefix (a range of the key: its C
+# collation orders by code point).
+_PREFIXES = (
+    "SELECT p, (SELECT count(DISTINCT memory_id) FROM memory_fts_term"
+    " WHERE lexeme >= p AND lexeme < a) FROM unnest(%s::text[], %s::text[]) AS q (p, a)"
+)
+
+
 def phrases(connection: Connection, terms: Sequence[str]) -> list[Phrase]:
     """Quoted FTS5 terms (`"word"`, `"two words"`, `"word"*`: search.query_terms) stemmed
     by the index's configuration, repeats kept (a repeated term counts again, as in FTS5)."""
+    return query(connection, terms).phrases
+
+
+def query(connection: Connection, terms: Sequence[str]) -> Query:
+    """`terms` as phrases (see `phrases`), with the counts of those of one word."""
     split = [(_WORDS.findall(term.rstrip("*").strip('"').lower()), term) for term in terms]
     distinct = sorted({word for parts, _ in split for word in parts})
     if not distinct:
-        return []
-    rows = connection.execute(
-        f"SELECT w, array(SELECT lexeme FROM unnest(to_tsvector('{CONFIGURATION}', w))"
-        " ORDER BY positions[1]) FROM unnest(%s::text[]) AS w",
-        (distinct,),
-    )
-    stems = {word: tuple(lexemes) for word, lexemes in rows}
+        return Query([], {}, 0, 0)
+    alone = {parts[0] for parts, term in split if len(parts) == 1 and not term.endswith("*")}
+    rows = connection.execute(_TERMS, (distinct, [word in alone for word in distinct])).fetchall()
+    stems: dict[str, tuple[str, ...]] = {}
+    counts: dict[tuple[str, bool], int] = {}
+    for word, lexemes, count, _, _ in rows:
+        stems[word] = tuple(lexemes)
+        if count is not None:
+            counts[(lexemes[0], False)] = count
     found = []
     for parts, term in split:
         lexemes = tuple(lexeme for part in parts for lexeme in stems[part])
         if lexemes:
             found.append(Phrase(lexemes, term.endswith("*")))
-    return found
+    prefixes = sorted({p.lexemes[0] for p in found if p.prefix and len(p.lexemes) == 1})
+    if prefixes:
+        counted = connection.execute(_PREFIXES, (prefixes, [_after(p) for p in prefixes]))
+        counts.update(((prefix, True), count) for prefix, count in counted)
+    documents, words = rows[0][3:]
+    return Query(found, counts, documents or 0, words or 0)
 
 
 class Candidate(NamedTuple):
@@ -173,40 +217,22 @@ def _at(positions: dict[str, dict[int, str]], lexeme: str, position: int, prefix
     return ""
 
 
-def _phrase_hits(connection: Connection, wanted: list[Phrase]) -> list[tuple[Any, ...]]:
-    """(phrase, memory, weighted count, words) of the phrases of several words, counted from
-    the positions of the memories holding all their words (few: a phrase is specific)."""
-    hits = []
+def _phrase_hits(
+    connection: Connection, wanted: list[Phrase]
+) -> dict[int, list[tuple[int, float, int]]]:
+    """(memory, weighted count, words) of each phrase of several words, by its place in
+    `wanted`, counted from the positions of the memories holding all their words (few: a
+    phrase is specific)."""
+    hits: dict[int, list[tuple[int, float, int]]] = {}
     for i, phrase in enumerate(wanted):
         if len(phrase.lexemes) == 1:
             continue
+        found = hits[i] = []
         for memory_id, candidate in _candidates(connection, phrase).items():
             frequency = _frequency(phrase, candidate.positions)
             if frequency > 0:
-                hits.append((i, memory_id, frequency, candidate.words))
+                found.append((memory_id, frequency, candidate.words))
     return hits
-
-
-def _word_hits(wanted: list[Phrase]) -> tuple[list[str], list[Any]]:
-    """SQL giving (phrase, memory, weighted count, words) for each phrase of one word, from
-    the rows of memory_fts_term holding it (a prefix: a range of them), and its parameters."""
-    parts, parameters = [], []
-    for i, phrase in enumerate(wanted):
-        if len(phrase.lexemes) > 1:
-            continue
-        (lexeme,) = phrase.lexemes
-        if phrase.prefix:
-            parts.append(
-                f"SELECT {i}, memory_id, sum(frequency), words FROM memory_fts_term"
-                " WHERE lexeme >= %s AND lexeme < %s GROUP BY memory_id, words"
-            )
-            parameters += [lexeme, _after(lexeme)]
-        else:
-            parts.append(
-                f"SELECT {i}, memory_id, frequency, words FROM memory_fts_term WHERE lexeme = %s"
-            )
-            parameters.append(lexeme)
-    return parts, parameters
 
 
 def _after(prefix: str) -> str:
@@ -217,25 +243,52 @@ def _after(prefix: str) -> str:
     return prefix[:-1] + chr(min(following, 0x10FFFF))
 
 
-# FTS5's bm25 over the hits of each phrase: its idf counts the memories it is in (n), over
-# the whole index (a word in most memories still counts a little, as in FTS5).
-_SCORED = """
-WITH hits (i, memory_id, frequency, words) AS ({hits}),
-idf AS (
-    SELECT i, ln(((SELECT documents FROM memory_fts_stats) - count(*) + 0.5)::float8
-        / (count(*) + 0.5)) AS idf
-    FROM hits GROUP BY i),
-average AS (SELECT coalesce(nullif(words::float8 / greatest(documents, 1), 0), 1) AS words
-    FROM memory_fts_stats)
-SELECT h.memory_id, sum(
-    CASE WHEN idf.idf > 0 THEN idf.idf ELSE 1e-6 END * (h.frequency * {k1_plus_1}::float8)
-    / (h.frequency + {k1}::float8 * (1::float8 - {b}::float8 + {b}::float8 * h.words
-        / (SELECT words FROM average)))) AS score
-FROM hits AS h JOIN idf USING (i)
-{where}
-GROUP BY h.memory_id {having}
-ORDER BY score DESC, h.memory_id LIMIT %s
-"""
+def idf(documents: int, holding: int) -> float:
+    """FTS5's idf of a phrase `holding` memories of `documents` hold: a phrase in most of
+    them still counts a little, as in FTS5."""
+    value = math.log((documents - holding + 0.5) / (holding + 0.5))
+    return value if value > 0 else 1e-6
+
+
+# A phrase's part of a memory's bm25, from its weighted count in the memory (frequency) and
+# the memory's length (words); the phrase's idf and the index's average length as
+# parameters. In FTS5's order of operations, so that a term's part is the same
+# floating-point number on both engines.
+_TERM_SCORE = (
+    f"%s::float8 * ((frequency * {K1 + 1}::float8) / (frequency + {K1}::float8"
+    f" * (1::float8 - {B}::float8 + {B}::float8 * words / %s::float8)))"
+)
+# The memories each kind of phrase is in, with its weighted count and their length: the rows
+# of a word; the rows of the words starting with a prefix; the hits of a phrase of several
+# words (counted from positions, _phrase_hits), sent as lists.
+_ROWS = {
+    "word": "SELECT memory_id, frequency, words FROM memory_fts_term WHERE lexeme = %s{among}",
+    "prefix": "SELECT memory_id, sum(frequency) AS frequency, words FROM memory_fts_term"
+    " WHERE lexeme >= %s AND lexeme < %s{among} GROUP BY memory_id, words",
+    "listed": "SELECT * FROM unnest(%s::int[], %s::float8[], %s::int[])"
+    " AS h (memory_id, frequency, words)",
+}
+# With all phrases required, only the memories holding the rarest one can match: the rows of
+# a word in more memories than PROBE_RATIO times as many are taken at those memories alone
+# (a semi-join, which the planner makes a hash of them or a probe of the key per memory),
+# so that the aggregate sees a few hundred rows rather than tens of thousands.
+PROBE_RATIO = 2
+_RAREST = {
+    "word": "SELECT memory_id FROM memory_fts_term WHERE lexeme = %s",
+    "prefix": "SELECT DISTINCT memory_id FROM memory_fts_term WHERE lexeme >= %s AND lexeme < %s",
+    "listed": "SELECT unnest(%s::int[]) AS memory_id",
+}
+_AMONG_RAREST = " AND memory_id IN (SELECT memory_id FROM rarest)"
+
+
+def _rows(phrase: Phrase, hits: list[tuple[int, float, int]] | None) -> tuple[str, list[Any]]:
+    """Which of _ROWS gives the memories holding `phrase`, and its parameters."""
+    if hits is not None:
+        return "listed", [list(column) for column in zip(*hits, strict=True)] or [[], [], []]
+    (lexeme,) = phrase.lexemes
+    if phrase.prefix:
+        return "prefix", [lexeme, _after(lexeme)]
+    return "word", [lexeme]
 
 
 def bm25(
@@ -245,37 +298,63 @@ def bm25(
     *,
     any_term: bool,
     type: str | None = None,
-) -> dict[int, float]:
+    columns: Sequence[str] = (),
+) -> list[tuple[Any, ...]]:
     """FTS5's bm25 (higher is better) of the best `limit` live memories matching all of
-    `terms` (any, with any_term), of `type` when given, by id, best first. Scored by the
-    server: only the best rows come back."""
-    wanted = phrases(connection, terms)
+    `terms` (any, with any_term), of `type` when given, best first: rows of the memory's id,
+    its `columns` and the score. Scored by the server in one statement, after the one that
+    stems the terms and counts the memories holding them (and one per phrase of several
+    words): only the best rows come back."""
+    found = query(connection, terms)
+    wanted = found.phrases
     if not wanted:
-        return {}
-    parts, parameters = _word_hits(wanted)
-    phrase_hits = _phrase_hits(connection, wanted)
-    if phrase_hits:
-        parts.append("SELECT * FROM unnest(%s::int[], %s::int[], %s::float8[], %s::int[])")
-        parameters += [list(column) for column in zip(*phrase_hits, strict=True)]
-    if not parts:
-        return {}
+        return []
+    listed = _phrase_hits(connection, wanted)
+    holding = [
+        len(listed[i]) if i in listed else found.counts[(phrase.lexemes[0], phrase.prefix)]
+        for i, phrase in enumerate(wanted)
+    ]
+    if not any_term and min(holding) == 0:
+        return []
+    average = found.words / max(found.documents, 1) or 1.0
+    rarest = None if any_term else min(range(len(wanted)), key=holding.__getitem__)
+    head, parts, parameters = "", [], list[Any]()
+    kinds = [_rows(phrase, listed.get(i)) for i, phrase in enumerate(wanted)]
+    for i, (kind, arguments) in enumerate(kinds):
+        among = ""
+        if rarest is not None and kind != "listed" and holding[i] > PROBE_RATIO * holding[rarest]:
+            among = _AMONG_RAREST
+            if not head:
+                its_kind, its_arguments = kinds[rarest]
+                head = f"WITH rarest AS MATERIALIZED ({_RAREST[its_kind]}) "
+                parameters[:0] = its_arguments[:1] if its_kind == "listed" else its_arguments
+        rows = _ROWS[kind].format(among=among)
+        parts.append(f"SELECT memory_id, {_TERM_SCORE} AS score FROM ({rows}) AS h")
+        parameters += [idf(found.documents, holding[i]), average, *arguments]
     where, having = "", ""
     if type is not None:
-        where = "WHERE h.memory_id IN (SELECT id FROM memory WHERE type = %s)"
+        where = " WHERE s.memory_id IN (SELECT id FROM memory WHERE type = %s)"
         parameters.append(type)
     if not any_term:
-        having = f"HAVING count(*) = {len(wanted)}"
-    query = _SCORED.format(
-        hits=" UNION ALL ".join(parts), where=where, having=having, k1=K1, k1_plus_1=K1 + 1, b=B
+        having = f" HAVING count(*) = {len(wanted)}"
+    ranked = (
+        f"SELECT s.memory_id, sum(s.score) AS score FROM ({' UNION ALL '.join(parts)}) AS s"
+        f"{where} GROUP BY s.memory_id{having} ORDER BY score DESC, s.memory_id LIMIT %s"
     )
-    rows = connection.execute(query, (*parameters, limit))
-    return {memory_id: score for memory_id, score in rows}
+    parameters.append(limit)
+    if columns:
+        selected = ", ".join(f"m.{column}" for column in columns)
+        ranked = (
+            f"SELECT r.memory_id, {selected}, r.score FROM ({ranked}) AS r"
+            " JOIN memory AS m ON m.id = r.memory_id ORDER BY r.score DESC, r.memory_id"
+        )
+    return connection.execute(head + ranked, parameters).fetchall()
 
 
 def ranked_ids(connection: Connection, terms: Sequence[str], limit: int) -> dict[int, float]:
     """The bm25 (higher is better) of the best `limit` memories matching any of `terms`,
     by id."""
-    return bm25(connection, terms, limit, any_term=True)
+    return {row[0]: row[-1] for row in bm25(connection, terms, limit, any_term=True)}
 
 
 def ranked_matches(
@@ -288,13 +367,7 @@ def ranked_matches(
     any_term: bool,
 ) -> list[tuple[Any, ...]]:
     """Rows of live memories matching `terms` (of `type`, when given), best first, each
-    followed by its score as search.ranked_matches gives it (lower is better)."""
-    scores = bm25(connection, terms, limit, any_term=any_term, type=type)
-    if not scores:
-        return []
-    selected = ", ".join(columns)
-    rows = connection.execute(
-        f"SELECT id, {selected} FROM memory WHERE id = ANY(%s::int[])", (list(scores),)
-    ).fetchall()
-    by_id = {row[0]: row[1:] for row in rows}
-    return [(*by_id[i], -score) for i, score in scores.items() if i in by_id]
+    followed by its score as search.ranked_matches gives it (lower is better): the
+    memories' rows come with their scores."""
+    rows = bm25(connection, terms, limit, any_term=any_term, type=type, columns=columns)
+    return [(*row[1:-1], -row[-1]) for row in rows]

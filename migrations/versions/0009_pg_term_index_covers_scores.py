@@ -1,0 +1,109 @@
+"""PostgreSQL search reads a word's counts from the index alone, and a write keeps them with
+one statement per kind of change instead of two per memory.
+
+- memory_fts_term's primary key (lexeme, memory_id) now carries the columns a search reads
+  (frequency, words) and the one its row-level security checks (private_to, 0008): a query
+  word's rows are an index-only scan instead of a heap fetch per row. At 100,000 memories a
+  common word is in tens of thousands of them, scattered over the table's pages in the order
+  they were written; fetching them was most of a search's time (docs/postgresql.md).
+- The words of memory_fts_term are kept by the statement triggers on memory_fts that already
+  keep memory_fts_stats (0006), from the statement's transition tables: the rows of all the
+  memories a statement removes go in one DELETE, those it adds in one INSERT. The row
+  trigger memory_fts_count ran both for each memory (an import of 10,000 files: 20,000
+  statements in the server).
+
+On SQLite: nothing (FTS5 keeps its own index).
+
+Revision ID: 0009
+Revises: 0008
+Create Date: 2026-12-01
+"""
+
+from __future__ import annotations
+
+from alembic import op
+
+revision = "0009"
+down_revision = "0008"
+branch_labels = None
+depends_on = None
+
+# The statement triggers of 0006 (one per event, each with the transition tables it has).
+TRANSITIONS = {
+    "INSERT": "NEW TABLE AS added",
+    "UPDATE": "OLD TABLE AS removed NEW TABLE AS added",
+    "DELETE": "OLD TABLE AS removed",
+}
+
+# memory_fts_total of 0006, now also the words of each memory removed and added.
+TOTAL = """
+    CREATE OR REPLACE FUNCTION memory_fts_total() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP IN ('UPDATE', 'DELETE') THEN
+            DELETE FROM memory_fts_term AS t USING removed AS r, unnest(r.document) AS u
+            WHERE t.lexeme = u.lexeme AND t.memory_id = r.memory_id;
+            UPDATE memory_fts_stats
+            SET documents = documents - (SELECT count(*) FROM removed),
+                words = words - (SELECT coalesce(sum(words), 0) FROM removed);
+        END IF;
+        IF TG_OP IN ('INSERT', 'UPDATE') THEN
+            INSERT INTO memory_fts_term (lexeme, memory_id, frequency, words, private_to)
+            SELECT u.lexeme, a.memory_id,
+                (SELECT sum(CASE w {weight} END) FROM unnest(u.weights) AS w), a.words,
+                a.private_to
+            FROM added AS a, unnest(a.document) AS u;
+            UPDATE memory_fts_stats SET documents = documents + (SELECT count(*) FROM added),
+                words = words + (SELECT coalesce(sum(words), 0) FROM added);
+        END IF;
+        RETURN NULL;
+    END $$
+"""
+# memory_fts_total as 0006 made it: the totals only.
+OLD_TOTAL = """
+    CREATE OR REPLACE FUNCTION memory_fts_total() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP IN ('INSERT', 'UPDATE') THEN
+            UPDATE memory_fts_stats SET documents = documents + (SELECT count(*) FROM added),
+                words = words + (SELECT coalesce(sum(words), 0) FROM added);
+        END IF;
+        IF TG_OP IN ('UPDATE', 'DELETE') THEN
+            UPDATE memory_fts_stats
+            SET documents = documents - (SELECT count(*) FROM removed),
+                words = words - (SELECT coalesce(sum(words), 0) FROM removed);
+        END IF;
+        RETURN NULL;
+    END $$
+"""
+
+
+def _key(include: str) -> None:
+    op.execute(
+        "ALTER TABLE memory_fts_term DROP CONSTRAINT memory_fts_term_pkey,"
+        f" ADD CONSTRAINT memory_fts_term_pkey PRIMARY KEY (lexeme, memory_id){include}"
+    )
+
+
+def _weight() -> str:
+    from memstore.storage.pg_search import COLUMN_WEIGHTS
+
+    return " ".join(f"WHEN '{column}' THEN {w}" for column, w in COLUMN_WEIGHTS.items())
+
+
+def upgrade() -> None:
+    if op.get_bind().dialect.name != "postgresql":
+        return
+    _key(" INCLUDE (frequency, words, private_to)")
+    op.execute("DROP TRIGGER memory_fts_count ON memory_fts")
+    op.execute(TOTAL.format(weight=_weight()))
+
+
+def downgrade() -> None:
+    if op.get_bind().dialect.name != "postgresql":
+        return
+    op.execute(OLD_TOTAL)
+    # memory_fts_count() itself stays from 0006 (as 0008 left it).
+    op.execute(
+        "CREATE TRIGGER memory_fts_count AFTER INSERT OR UPDATE OR DELETE ON memory_fts"
+        " FOR EACH ROW EXECUTE FUNCTION memory_fts_count()"
+    )
+    _key("")
