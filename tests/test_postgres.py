@@ -297,7 +297,8 @@ def test_search_by_type_and_after_changes(postgres_url: str) -> None:
 
 
 def term_statistics(store: MemoryStore) -> list[object]:
-    """memory_fts_term and memory_fts_stats as they are, and as the index says they should be."""
+    """memory_fts_term, memory_fts_stats and memory_fts_lexeme as they are, and as the index
+    (and the terms) say they should be."""
     with store.engine.connect() as connection:
         return [
             connection.exec_driver_sql(query).fetchall()
@@ -308,6 +309,10 @@ def term_statistics(store: MemoryStore) -> list[object]:
                 " FROM memory_fts AS f, unnest(f.document) AS u ORDER BY 1, 2",
                 "SELECT documents, words FROM memory_fts_stats",
                 "SELECT count(*), coalesce(sum(words), 0) FROM memory_fts",
+                "SELECT lexeme, private_to, documents FROM memory_fts_lexeme"
+                " WHERE documents <> 0 ORDER BY 1, 2",
+                "SELECT lexeme, coalesce(private_to, ''), count(*) FROM memory_fts_term"
+                " GROUP BY 1, 2 ORDER BY 1, 2",
             )
         ]
 
@@ -320,17 +325,18 @@ def test_term_statistics_follow_every_write_and_an_upgrade(postgres_url: str) ->
         store.delete("deploy-docker")
         store.restore("deploy-docker")
         store.delete("tabs")
-        terms, expected, stats, counted = term_statistics(store)
+        terms, expected, stats, counted, lexemes, holding = term_statistics(store)
         assert terms == expected and len(terms) > 20
         assert stats == counted == [(len(MEMORIES) - 1, counted[0][1])]
+        assert lexemes == holding and len(lexemes) > 20
         before = store.rank_ids(query_terms("deploy review port"), 10)
         config = alembic_config()
         with store.engine.begin() as connection:
             config.attributes["connection"] = connection
             command.downgrade(config, "0005")
     with MemoryStore(postgres_url) as store:  # the upgrade counts the memories already there
-        terms, expected, stats, counted = term_statistics(store)
-        assert terms == expected and stats == counted
+        terms, expected, stats, counted, lexemes, holding = term_statistics(store)
+        assert terms == expected and stats == counted and lexemes == holding
         assert store.rank_ids(query_terms("deploy review port"), 10) == before
 
 

@@ -159,6 +159,7 @@ def test_memctl_sql_reads_no_other_persons_rows(
         "run_summary": "SELECT * FROM run_summary",
         "memory_fts": "SELECT memory_id, document::text AS words FROM memory_fts",
         "memory_fts_term": "SELECT * FROM memory_fts_term",
+        "memory_fts_lexeme": "SELECT * FROM memory_fts_lexeme",
         "memory_vector": "SELECT memory_id FROM memory_vector",
         "memory_purge": "SELECT * FROM memory_purge",
         "exported_file": "SELECT * FROM exported_file",
@@ -360,4 +361,4 @@ def test_a_copy_into_the_server_as_its_owner_role(team: Team, tmp_path: Path) ->
     forced = superuser_rows(
         team, "SELECT count(*) FROM pg_class WHERE relrowsecurity AND relforcerowsecurity"
     )
-    assert forced == [(8,)]
+    assert forced == [(9,)]  # 0008's eight tables and memory_fts_lexeme (0009)

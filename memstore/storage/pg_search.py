@@ -7,9 +7,13 @@ stemmer FTS5 uses, with no stopwords (queries leave memstore's own out, as on SQ
 description and body carry the weights A, B and D, so each position says its column.
 
 The server computes FTS5's bm25 exactly (search.BM25_WEIGHTS per column, k1 1.2, b .75, idf
-over all memories) and returns the best few: a trigger on memory_fts (revision 0006) keeps
-memory_fts_term, each memory's words with their column-weighted counts, and memory_fts_stats,
-the memories and words in all, so a query word reads its own rows only. A phrase of several
+over all memories) and returns the best few. Triggers on memory_fts (revisions 0006, 0009)
+keep memory_fts_term, each memory's words with their column-weighted counts (its key carries
+them: a word's rows are an index-only scan), memory_fts_lexeme, how many memories hold each
+word, and memory_fts_stats, the memories and words in all. A search is two statements: the
+words stemmed with their idf's counts and the totals; then the score of the memories holding
+them, each phrase's idf sent as a constant. When all words must match, a word in many more
+memories than the rarest one is read at the rarest one's memories only. A phrase of several
 words is counted from the positions of the memories holding it (the GIN index finds them).
 ts_rank was not used: it has no idf, and recall's choices rest on it (docs/postgresql.md).
 
@@ -110,12 +114,14 @@ class Query(NamedTuple):
 
 
 # The stems of the query's words, in order; for each word that is a term of its own, how
-# many memories hold it (index-only: the primary key carries the rows, revision 0009); and
-# the index's totals. One statement.
+# many memories this role sees holding it (memory_fts_lexeme, revision 0009: a row per
+# privacy, under row-level security as the words' rows are); and the index's totals. One
+# statement.
 _TERMS = f"""
 SELECT q.w, s.lexemes,
     CASE WHEN q.counted AND cardinality(s.lexemes) = 1 THEN
-        (SELECT count(*) FROM memory_fts_term AS t WHERE t.lexeme = s.lexemes[1]) END,
+        (SELECT coalesce(sum(documents), 0) FROM memory_fts_lexeme AS l
+         WHERE l.lexeme = s.lexemes[1]) END,
     (SELECT documents FROM memory_fts_stats), (SELECT words FROM memory_fts_stats)
 FROM unnest(%s::text[], %s::bool[]) AS q (w, counted)
 CROSS JOIN LATERAL (SELECT array(SELECT lexeme FROM unnest(to_tsvector('{CONFIGURATION}', q.w))
@@ -329,7 +335,7 @@ def bm25(
                 head = f"WITH rarest AS MATERIALIZED ({_RAREST[its_kind]}) "
                 parameters[:0] = its_arguments[:1] if its_kind == "listed" else its_arguments
         rows = _ROWS[kind].format(among=among)
-        parts.append(f"SELECT memory_id, {_TERM_SCORE} AS score FROM ({rows}) AS h")
+        parts.append(f"SELECT {i} AS i, memory_id, {_TERM_SCORE} AS score FROM ({rows}) AS h")
         parameters += [idf(found.documents, holding[i]), average, *arguments]
     where, having = "", ""
     if type is not None:
@@ -337,8 +343,12 @@ def bm25(
         parameters.append(type)
     if not any_term:
         having = f" HAVING count(*) = {len(wanted)}"
+    # Each memory's parts summed in the order of the phrases, as FTS5 sums them: whatever
+    # the plan (a hash of the memories, or a sort of them, which does not keep the order of
+    # equal keys), memories of the same words tie exactly, as on SQLite, and their ids decide.
     ranked = (
-        f"SELECT s.memory_id, sum(s.score) AS score FROM ({' UNION ALL '.join(parts)}) AS s"
+        f"SELECT s.memory_id, sum(s.score) AS score FROM (SELECT * FROM"
+        f" ({' UNION ALL '.join(parts)}) AS u ORDER BY memory_id, i) AS s"
         f"{where} GROUP BY s.memory_id{having} ORDER BY score DESC, s.memory_id LIMIT %s"
     )
     parameters.append(limit)

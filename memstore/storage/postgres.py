@@ -166,6 +166,8 @@ def _create_namespace(engine: Engine, url: str) -> None:
 APPEND_ONLY = ("memory_event", "run", "memory_purge")
 # History too, from revision 0008 (a database granted before it is granted by the upgrade).
 CHAIN = "event_chain"
+# The search's word counts, from revision 0009 (granted by the upgrade likewise).
+LEXEMES = "memory_fts_lexeme"
 WRITABLE = (
     "memory",
     "memory_fts",
@@ -202,6 +204,10 @@ def grant_application_role(engine: Engine, role: str) -> None:
             connection.exec_driver_sql(statement)
         if connection.exec_driver_sql("SELECT to_regclass(%s)", (CHAIN,)).scalar() is not None:
             connection.exec_driver_sql(f'GRANT SELECT, INSERT ON {CHAIN} TO "{role}"')
+        if connection.exec_driver_sql("SELECT to_regclass(%s)", (LEXEMES,)).scalar() is not None:
+            connection.exec_driver_sql(
+                f'GRANT SELECT, INSERT, UPDATE, DELETE ON {LEXEMES} TO "{role}"'
+            )
 
 
 class ServerQuery(ReadOnlyQuery):
