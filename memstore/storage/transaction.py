@@ -18,6 +18,7 @@ from sqlalchemy import (
     delete,
     func,
     insert,
+    literal_column,
     select,
     update,
 )
@@ -72,6 +73,8 @@ NAMES_ONE_BY_ONE = 32
 HIDDEN = -1
 # The most memory ids a transaction takes from the server's sequence at once.
 ID_BLOCK = 1024
+# A column of the last event of a server's history chain.
+_LAST_CHAINED = "SELECT {} FROM event_chain ORDER BY id DESC LIMIT 1"
 
 
 class LiveNames:
@@ -529,7 +532,8 @@ class WriteTransaction:
         # Names are unique among live rows, and the final states may swap, free and reuse
         # names in any order: take the touched rows out of the live set first, then write
         # their final states, then the new rows.
-        touched = [row["id"] for row in existing]
+        # (One row alone needs no such step: its final name is no other live memory's.)
+        touched = [row["id"] for row in existing] if len(existing) > 1 else []
         for start in range(0, len(touched), 500):
             self.connection.execute(
                 update(memory_table)
@@ -546,25 +550,26 @@ class WriteTransaction:
             from memstore.storage import pg_search
 
             pg_search.index(self.connection, self._changed.values())
-        identity, host = self._write_run()
-        insert_rows(self.connection, memory_event_table, self._chained_events(identity, host))
+        identity, host, last = self._write_run(with_last_event=True)
+        events = self._chained_events(identity, host, last)
+        insert_rows(self.connection, memory_event_table, events)
         self._erase_purged()
 
     def _on_postgres(self) -> bool:
         return self.connection.dialect.name == "postgresql"
 
-    def _chained_events(self, identity: str | None, host: str | None) -> list[dict[str, Any]]:
-        """The event rows, numbered after the last event and each hashed onto the chain
-        (this transaction holds the write lock: nobody else appends meanwhile)."""
-        if self._on_postgres():
-            # event_chain: every event's id and hash, even those this role cannot see.
-            last = self.connection.exec_driver_sql(
-                "SELECT id, hash FROM event_chain ORDER BY id DESC LIMIT 1"
-            ).first()
-        else:
+    def _chained_events(
+        self, identity: str | None, host: str | None, last: tuple[Any, Any] | None
+    ) -> list[dict[str, Any]]:
+        """The event rows, numbered after the last event (id and hash, or None: read here)
+        and each hashed onto the chain (this transaction holds the write lock: nobody else
+        appends meanwhile)."""
+        if last is None:
             last = self.connection.execute(
                 select(_EVENTS.id, _EVENTS.hash).order_by(_EVENTS.id.desc()).limit(1)
             ).first()
+        if last is not None and last[0] is None:  # a server's chain has no event yet
+            last = None
         next_id, previous = (last[0] + 1, last[1]) if last is not None else (1, chain.GENESIS)
         rows = []
         for number, event in enumerate(self.events, next_id):
@@ -590,8 +595,12 @@ class WriteTransaction:
             rows.append(row)
         return rows
 
-    def _write_run(self) -> tuple[str | None, str | None]:
-        """Write the run's row; its identity and host as stored (the chain covers them)."""
+    def _write_run(
+        self, *, with_last_event: bool = False
+    ) -> tuple[str | None, str | None, tuple[Any, Any] | None]:
+        """Write the run's row; its identity and host as stored (the chain covers them) and,
+        on a server when asked, the id and hash of the chain's last event, read by the same
+        statement (event_chain: every event's, even those this role cannot see)."""
         row = {
             "id": self.run_id,
             "actor": self.actor,
@@ -604,10 +613,15 @@ class WriteTransaction:
         # PostgreSQL's trigger sets the connecting role; SQLite has none: the OS user.
         if not self._on_postgres():
             row["identity"] = who.os_user()
-        stored = self.connection.execute(
-            insert(run_table).returning(run_table.c.identity, run_table.c.host), row
-        ).one()
-        return stored[0], stored[1]
+        returned: list[ColumnElement[Any]] = [run_table.c.identity, run_table.c.host]
+        if with_last_event and self._on_postgres():
+            returned += [
+                literal_column(f"({_LAST_CHAINED.format(column)})") for column in ("id", "hash")
+            ]
+        stored = self.connection.execute(insert(run_table).returning(*returned), row).one()
+        if len(stored) > 2:
+            return stored[0], stored[1], (stored[2], stored[3])
+        return stored[0], stored[1], None
 
 
 def _stored_text(column: ColumnElement[Any]) -> ColumnElement[str]:
