@@ -52,8 +52,9 @@ def writer_lock(schema: str | None) -> str:
     """The arguments of the writers' advisory lock of the store in `schema`."""
     if schema is None:
         return str(WRITER_LOCK)
-    # zlib.crc32 is unsigned; the lock's keys are signed 32-bit integers.
-    key = zlib.crc32(schema.encode()) - (1 << 32 if zlib.crc32(schema.encode()) >= 1 << 31 else 0)
+    key = zlib.crc32(schema.encode())
+    if key >= 1 << 31:  # crc32 is unsigned; the lock's keys are signed 32-bit integers
+        key -= 1 << 32
     return f"{WRITER_LOCK}, {key}"
 
 
@@ -107,8 +108,9 @@ def open_postgres(url: str, *, create: bool = True) -> Engine:
     engine: Engine | None = None
     try:
         engine = create_postgres_engine(url)
-        _create_namespace(engine, url)
         if stored_revision(engine) != SCHEMA_HEAD:
+            # A namespace opened for the first time (or not this role's) reads no revision.
+            _create_namespace(engine, url)
             from memstore.storage.migrate import upgrade_to_head  # imports Alembic
 
             upgrade_to_head(writer(engine), shown_url(url))
@@ -125,12 +127,12 @@ def open_postgres(url: str, *, create: bool = True) -> Engine:
 def _create_namespace(engine: Engine, url: str) -> None:
     """Create the schema of the URL's project namespace when the server has none yet: the
     first person of a project to open it migrates it, as for the default store."""
-    from memstore.storage.namespace import split_url
+    from memstore.storage.namespace import schema_of, split_url
 
-    _, name = split_url(url)
-    schema = server_target(url)[1]
-    if not name or schema is None:
+    bare, name = split_url(url)
+    if not name:
         return
+    schema = schema_of(name)
     with engine.connect() as connection:
         usable = connection.exec_driver_sql(
             "SELECT has_schema_privilege(oid, 'USAGE') FROM pg_namespace WHERE nspname = %s",
@@ -140,7 +142,7 @@ def _create_namespace(engine: Engine, url: str) -> None:
         if not usable:  # another team's project, or one not granted to this role yet
             raise StoreUnavailable(
                 f"this role may not use the namespace {name} on"
-                f" {shown_url(server_target(url)[0])}: its owner grants it (docs/postgresql.md)"
+                f" {shown_url(bare)}: its owner grants it (docs/postgresql.md)"
             )
         return
     try:
@@ -155,7 +157,7 @@ def _create_namespace(engine: Engine, url: str) -> None:
         if type(error.orig).__name__ != "InsufficientPrivilege":
             raise
         raise StoreUnavailable(
-            f"the namespace {name} has no store on {shown_url(server_target(url)[0])} yet,"
+            f"the namespace {name} has no store on {shown_url(bare)} yet,"
             " and this role may not create one: a role that may (the owner) opens it once"
             " (memctl list), then grants it (docs/postgresql.md)"
         ) from None
