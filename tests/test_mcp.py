@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -505,3 +506,33 @@ def test_in_a_terminal_memctl_mcp_says_a_client_starts_it(tmp_path: Path) -> Non
     (line,) = completed.stderr.splitlines()
     assert "claude mcp add memstore -- memctl mcp" in line
     assert not (tmp_path / ".memory").exists()
+
+
+def test_ctrl_c_stops_the_server_and_says_so(workspace: Path) -> None:
+    """A person who started `memctl mcp` by hand stops it with Ctrl-C: exit 130 and one line
+    on stderr, as every memctl command (Typer alone exits 130 without a word)."""
+    MemoryStore(workspace / ".memory" / "memstore.db").close()
+    server = subprocess.Popen(
+        [MEMCTL, "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=workspace,
+        env=_environment(),
+    )
+    assert server.stdin is not None and server.stdout is not None
+    request = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    server.stdin.write(json.dumps(request) + "\n")
+    server.stdin.flush()
+    # Its answer says the server is in its loop, past start-up: the interrupt lands there.
+    assert select.select([server.stdout], [], [], 60)[0], "the server did not answer"
+    assert json.loads(server.stdout.readline())["id"] == 1
+    server.send_signal(signal.SIGINT)
+    try:
+        _, stderr = server.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        pytest.fail("Ctrl-C did not stop the server")
+    assert server.returncode == 130
+    assert stderr.strip().splitlines() == ["memctl: interrupted"]

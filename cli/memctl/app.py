@@ -1325,6 +1325,16 @@ def hook() -> None:
     run(State.db if State.db_given else None)
 
 
+def _interrupted(error: BaseException) -> bool:
+    """Whether `error` was raised while handling a Ctrl-C (its causes and shown contexts)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt):
+            return True
+        seen = seen.__cause__ or (None if seen.__suppress_context__ else seen.__context__)
+    return False
+
+
 def main() -> None:
     logging.basicConfig(format="memctl: %(message)s", level=logging.WARNING)
     try:
@@ -1349,6 +1359,12 @@ def main() -> None:
     except KeyboardInterrupt:
         _err("memctl: interrupted")
         raise SystemExit(130) from None
+    except SystemExit as exit_:
+        # Typer turns Ctrl-C into a silent exit 130: say why memctl stopped. (A command that
+        # says so itself, as `sql` does, exits `from None`, which hides the interrupt.)
+        if _interrupted(exit_):
+            _err("memctl: interrupted")
+        raise
     except BrokenPipeError:
         # Output piped into e.g. `head` that stopped reading: not an error.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
