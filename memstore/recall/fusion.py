@@ -19,8 +19,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # The best SEMANTIC_CANDIDATES by keywords and the SEMANTIC_CANDIDATES nearest in meaning are
-# ranked by (1 - SEMANTIC_WEIGHT) x bm25 / best bm25 + SEMANTIC_WEIGHT x cosine similarity.
-SEMANTIC_WEIGHT = 0.7
+# ranked by (1 - SEMANTIC_WEIGHT) x bm25 / best bm25 + SEMANTIC_WEIGHT x similarity with the
+# store's centre taken out (centring.py: what a memory says beyond what the whole store says).
+# The thresholds below read the plain cosine similarity.
+SEMANTIC_WEIGHT = 0.65
 SEMANTIC_CANDIDATES = 30
 # A memory that shares no word with the text joins only when at least this near in meaning:
 # otherwise the nearest of unrelated memories would fill every free slot.
@@ -68,10 +70,11 @@ def offline_recall(
     # Below the relevance floor (no memory shares enough words) only a memory very near in
     # meaning is recalled: a no-answer turn stays empty.
     alone = SEMANTIC_MIN_SIMILARITY if hits else SEMANTIC_ALONE_MIN_SIMILARITY
-    similar = {i: near.of(i) for i in [*by_words, *near.nearest(SEMANTIC_CANDIDATES)]}
+    nearest = near.nearest(SEMANTIC_CANDIDATES, centred=True)
+    similar = {i: near.of(i) for i in [*by_words, *nearest]}
     fused = {
         i: (1 - SEMANTIC_WEIGHT) * (by_words[i].score / best_bm25 if i in by_words else 0.0)
-        + SEMANTIC_WEIGHT * (similarity or 0.0)
+        + SEMANTIC_WEIGHT * (near.centred_of(i) or 0.0)
         for i, similarity in similar.items()
         if i in by_words or (similarity or 0.0) >= alone
     }

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memstore.errors import SemanticUnavailable, StoreUnavailable
+from memstore.recall.centring import Centre
 from memstore.recall.model_files import MODEL_NAME, missing_reason, model_folder
 from memstore.settings import SEMANTIC_VARIABLE, Settings
 from memstore.storage.engine import BUSY_TIMEOUT_MS
@@ -133,9 +134,12 @@ class _Vectors:
     # Each live memory's version.
     versions: dict[int, int] = field(default_factory=dict)
     row_of: dict[int, int] = field(default_factory=dict)
+    # Their centre, computed once per matrix, not per recall.
+    centre: Centre = field(init=False)
 
     def __post_init__(self) -> None:
         self.row_of = {memory_id: row for row, memory_id in enumerate(self.ids)}
+        self.centre = Centre.of(self.matrix)
 
     def with_rows(self, rows: list[tuple[int, int, bytes]]) -> _Vectors:
         """These vectors and those of `rows` (id, version, vector) that are of a live
@@ -159,26 +163,34 @@ class _Vectors:
 
 @dataclass(frozen=True)
 class Nearness:
-    """How near each live memory is to a text: cosine similarity, -1 to 1; None for a
+    """How near each live memory is to a text: cosine similarity, -1 to 1, plain
+    (`scores`) and with the store's centre taken out (`centred`, centring.py); None for a
     memory without a vector yet (or not live), which is not known to be unrelated."""
 
     vectors: _Vectors
     scores: np.ndarray
+    centred: np.ndarray
 
     def of(self, memory_id: int) -> float | None:
         row = self.vectors.row_of.get(memory_id)
         return None if row is None else float(self.scores[row])
 
-    def nearest(self, count: int) -> list[int]:
-        """The ids of the `count` nearest memories, nearest first (ties: lower id first)."""
+    def centred_of(self, memory_id: int) -> float | None:
+        row = self.vectors.row_of.get(memory_id)
+        return None if row is None else float(self.centred[row])
+
+    def nearest(self, count: int, *, centred: bool = False) -> list[int]:
+        """The ids of the `count` nearest memories, nearest first (ties: lower id first),
+        by plain or centred similarity."""
         import numpy as np
 
         if count <= 0 or not self.vectors.ids:
             return []
-        rows = np.arange(len(self.scores))
+        scores = self.centred if centred else self.scores
+        rows = np.arange(len(scores))
         if count < len(rows):  # a partial sort: only the best need ordering
-            rows = np.argpartition(-self.scores, count - 1)[:count]
-        ids, scores = self.vectors.ids, self.scores
+            rows = np.argpartition(-scores, count - 1)[:count]
+        ids = self.vectors.ids
         return [ids[row] for row in sorted(rows, key=lambda row: (-scores[row], ids[row]))]
 
     def by_id(self) -> dict[int, float]:
@@ -244,7 +256,8 @@ class SemanticIndex:
         query = self.model.encoder().encode([text])[0]
         # Not `@`: BLAS would split this product over threads that, on a busy machine, wait
         # for a core longer than one thread takes.
-        return Nearness(vectors, np.einsum("ij,j->i", vectors.matrix, query))
+        scores = np.einsum("ij,j->i", vectors.matrix, query)
+        return Nearness(vectors, scores, vectors.centre.similarities(scores, query))
 
     def index_all(
         self,
