@@ -401,6 +401,23 @@ BILINGUAL_TUNING_SETS = ("recall_dev", "recall_holdout", "recall_holdout_b")
 HELD_OUT_SETS = ("recall_holdout_c", "recall_holdout_d", "recall_holdout_e")
 
 
+# locomo_dev split by conversation: rules are tuned on the first (their per-query picks may
+# be read), and kept only when they help the second too (aggregates only: docs/recall.md).
+LOCOMO_TUNING = ("conv-26", "conv-30", "conv-41")
+LOCOMO_HELD_OUT = ("conv-42", "conv-43")
+
+
+def print_locomo_split(results: dict[str, Rows]) -> None:
+    print("\n== locomo_dev by conversation: tuned on | held out, R@5 / hit@5 / MRR")
+    for name, rows in results.items():
+        cells = []
+        for group in (LOCOMO_TUNING, LOCOMO_HELD_OUT):
+            part = [(q, p) for q, p in rows if q["id"].split("#")[0] in group]
+            cells.append(" / ".join(cell(mean_score(part, m)) for m in ("R@5", "hit@5", "MRR")))
+        print(f"  {name:9} {cells[0]}  |  {cells[1]}")
+    print(f"  ({', '.join(LOCOMO_TUNING)} | {', '.join(LOCOMO_HELD_OUT)})")
+
+
 def set_root(name: str) -> Path:
     """A set of this repository (benchmarks/eval), else one beside the checkout."""
     return HELD_OUT / name if (HELD_OUT / name).exists() else EVAL / name
@@ -580,6 +597,7 @@ def main() -> None:
     if args.tuning_only:
         print_side_by_side(pooled, None, " + ".join(tuned))
     if "locomo_dev" in results:
+        print_locomo_split(results["locomo_dev"])
         print("  locomo_dev: tuning only here (its other five conversations are held out")
         print("  by the issue's authors, not in this repository)")
     if not args.no_latency and (EVAL / "recall_dev").exists():
