@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 # A memory (or text) this near the centre has no direction of its own: similarity 0.
-TINY = 1e-6
+TINY = 1e-3
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,11 @@ class Centre:
             mean = np.zeros(matrix.shape[1], dtype=np.float32)
         else:
             mean = matrix.mean(axis=0)
-        return cls(mean, matrix @ mean, np.linalg.norm(matrix - mean, axis=1))
+        # |m - mean|² = m.m - 2 m.mean + mean.mean: no copy of the matrix; einsum, not `@`,
+        # keeps it to one thread (vectors.py says why).
+        mean_dot = np.einsum("ij,j->i", matrix, mean)
+        squares = np.einsum("ij,ij->i", matrix, matrix) - 2 * mean_dot + float(mean @ mean)
+        return cls(mean, mean_dot, np.sqrt(np.maximum(squares, 0.0)))
 
     def similarities(self, cosines: np.ndarray, query: np.ndarray) -> np.ndarray:
         """The cosine similarity of (memory - mean) and (query - mean) for each memory,
