@@ -350,6 +350,23 @@ def test_hostile_calls_change_nothing_and_the_server_keeps_answering(workspace: 
     assert not (workspace.parent / "evil.md").exists()
 
 
+def _raw_server(workspace: Path) -> subprocess.Popen[str]:
+    """`memctl mcp` on an empty store of `workspace`, its stdin, stdout and stderr as pipes
+    of text: the raw protocol, as a client's process sees it."""
+    MemoryStore(workspace / ".memory" / "memstore.db").close()
+    server = subprocess.Popen(
+        [MEMCTL, "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=workspace,
+        env=_environment(),
+    )
+    assert server.stdin is not None and server.stdout is not None
+    return server
+
+
 def test_malformed_messages_are_answered_and_the_server_lives_on(workspace: Path) -> None:
     """Raw lines on stdin, as a broken client might send them: each gets a JSON-RPC error
     or is dropped, nothing but protocol reaches stdout, and a well-formed call still works."""
@@ -388,18 +405,8 @@ def test_malformed_messages_are_answered_and_the_server_lives_on(workspace: Path
             }
         ),
     ]
-    MemoryStore(workspace / ".memory" / "memstore.db").close()
     # stdin stays open until the last reply: at end of input the server cancels what runs.
-    server = subprocess.Popen(
-        [MEMCTL, "mcp"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=workspace,
-        env=_environment(),
-    )
-    assert server.stdin is not None and server.stdout is not None
+    server = _raw_server(workspace)
     server.stdin.write("\n".join(lines) + "\n")
     server.stdin.flush()
     replies: dict[int, Any] = {}
@@ -511,17 +518,7 @@ def test_in_a_terminal_memctl_mcp_says_a_client_starts_it(tmp_path: Path) -> Non
 def test_ctrl_c_stops_the_server_and_says_so(workspace: Path) -> None:
     """A person who started `memctl mcp` by hand stops it with Ctrl-C: exit 130 and one line
     on stderr, as every memctl command (Typer alone exits 130 without a word)."""
-    MemoryStore(workspace / ".memory" / "memstore.db").close()
-    server = subprocess.Popen(
-        [MEMCTL, "mcp"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=workspace,
-        env=_environment(),
-    )
-    assert server.stdin is not None and server.stdout is not None
+    server = _raw_server(workspace)
     request = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
     server.stdin.write(json.dumps(request) + "\n")
     server.stdin.flush()
