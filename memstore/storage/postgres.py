@@ -166,10 +166,12 @@ def _create_namespace(engine: Engine, url: str) -> None:
 # The role layout (docs/postgresql.md): the owner role migrates and owns the tables; an
 # application role reads and writes memories but may only append to history.
 APPEND_ONLY = ("memory_event", "run", "memory_purge")
-# History too, from revision 0008 (a database granted before it is granted by the upgrade).
-CHAIN = "event_chain"
-# The search's word counts, from revision 0009 (granted by the upgrade likewise).
-LEXEMES = "memory_fts_lexeme"
+# Tables of later revisions, granted when the store has them (a database granted before a
+# revision is granted by its upgrade): history's chain (0008), the search's word counts (0009).
+LATER_TABLES = {
+    "event_chain": "SELECT, INSERT",
+    "memory_fts_lexeme": "SELECT, INSERT, UPDATE, DELETE",
+}
 WRITABLE = (
     "memory",
     "memory_fts",
@@ -204,12 +206,9 @@ def grant_application_role(engine: Engine, role: str) -> None:
             f'GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA "{schema}" TO "{role}"',
         ):
             connection.exec_driver_sql(statement)
-        if connection.exec_driver_sql("SELECT to_regclass(%s)", (CHAIN,)).scalar() is not None:
-            connection.exec_driver_sql(f'GRANT SELECT, INSERT ON {CHAIN} TO "{role}"')
-        if connection.exec_driver_sql("SELECT to_regclass(%s)", (LEXEMES,)).scalar() is not None:
-            connection.exec_driver_sql(
-                f'GRANT SELECT, INSERT, UPDATE, DELETE ON {LEXEMES} TO "{role}"'
-            )
+        for table, privileges in LATER_TABLES.items():
+            if connection.exec_driver_sql("SELECT to_regclass(%s)", (table,)).scalar() is not None:
+                connection.exec_driver_sql(f'GRANT {privileges} ON {table} TO "{role}"')
 
 
 class ServerQuery(ReadOnlyQuery):
