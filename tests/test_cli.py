@@ -294,3 +294,62 @@ def test_search_leaves_out_stopwords(memctl: MemctlRunner) -> None:
     assert question[0]["score"] > 0.01
     nothing = memctl("search", "how do we deploy the database")
     assert nothing.stdout == "" and "no memory matches" in nothing.stderr
+
+
+def test_search_finds_a_lone_letter_or_digit_and_quotes_a_long_query_short(
+    memctl: MemctlRunner,
+) -> None:
+    """A search names "phase b" on purpose: the b is searched (recall still drops it), and a
+    message quotes at most 80 characters of what was typed."""
+    for phase in ("a", "b"):
+        done = memctl(
+            "add", f"runbook-{phase}", "-t", "reference", "-d", f"Phase {phase.upper()} of the"
+            " release", "-b", f"Phase {phase.upper()}: the images",
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    hits = json.loads(memctl("search", "phase b", "--json").stdout)
+    assert [hit["name"] for hit in hits] == ["runbook-b"]
+    assert [hit["name"] for hit in json.loads(memctl("search", "B", "--json").stdout)] == [
+        "runbook-b"
+    ]
+    nothing = memctl("search", "zebra " * 2_000)
+    assert nothing.returncode == 0 and nothing.stdout == ""
+    assert len(nothing.stderr) < 200 and "zebra zebra" in nothing.stderr and "…" in nothing.stderr
+
+
+def test_json_listings_print_the_empty_answer_when_there_is_no_database(
+    memctl: MemctlRunner, tmp_path: Path
+) -> None:
+    """A script parsing `--json` gets JSON on stdout, not nothing, from a workspace with no
+    database yet, and from a search of stopwords only."""
+    for args, empty in [
+        (("list",), []),
+        (("search", "deploy"), []),
+        (("history",), []),
+        (("history", "--runs"), []),
+        (("sql", "SELECT 1"), []),
+        (
+            ("recall", "--offline", "deploy"),
+            {"path": "none", "reason": "no memories", "memories": []},
+        ),
+    ]:
+        done = memctl(*args, "--json")
+        assert done.returncode == 0 and json.loads(done.stdout) == empty, (args, done.stderr)
+        assert "no memory here" in done.stderr
+    assert not (tmp_path / ".memory").exists()
+    assert json.loads(memctl("search", "the", "--json").stdout) == []
+
+
+def test_export_and_import_refuse_an_empty_folder_name_and_import_a_file(
+    memctl: MemctlRunner, tmp_path: Path
+) -> None:
+    """`memctl export "$DIR"` with DIR unset would write into the current folder; `memctl
+    import notes.md` said "no such folder" of a file that is there."""
+    assert memctl("add", "keep", "-t", "user", "-d", "kept", "-b", "body").returncode == 0
+    for command in ("export", "import"):
+        assert_one_line_error(memctl(command, ""), "empty string")
+    assert not (tmp_path / "keep.md").exists() and not (tmp_path / "MEMORY.md").exists()
+    (tmp_path / "notes.md").write_text("---\nname: n\ndescription: d\ntype: user\n---\nbody\n")
+    assert_one_line_error(
+        memctl("import", "notes.md"), "notes.md is a file: memctl import reads a folder"
+    )

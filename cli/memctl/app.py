@@ -47,6 +47,7 @@ from memstore.settings import (
 from memstore.storage.models import MemoryEvent, MemoryRecord, Run
 from memstore.storage.store import MemoryStore
 from memstore.storage.workspace import Workspace, find_workspace, locate
+from memstore.text import shorten
 
 DEFAULT_DIRECTORY = ".memory"
 # `memctl consolidate` when another consolidation of the store is running: sysexits'
@@ -172,6 +173,11 @@ def _err(message: str) -> None:
     sys.stderr.write(message + "\n")
 
 
+def _quoted(text: str) -> str:
+    """The user's text quoted in a message: a query of 10,000 words is not repeated whole."""
+    return repr(shorten(text, QUOTED_MAX_CHARS))
+
+
 def fail(message: str) -> NoReturn:
     _err(f"memctl: error: {message}")
     raise SystemExit(1)
@@ -190,6 +196,9 @@ AllowSecretOption = Annotated[
 def _secret_hint(error: SecretRefused) -> NoReturn:
     fail(f"{error}; if it is not a secret, run again with --allow-secret")
 
+
+# A message quotes at most this much of the user's text.
+QUOTED_MAX_CHARS = 80
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
@@ -389,7 +398,12 @@ def search(
     from memstore.storage.search import search_terms
 
     if not search_terms(query):
-        _err(f"no searchable words in {query!r}: common words like 'the' or 'how' are not searched")
+        _err(
+            f"no searchable words in {_quoted(query)}: common words like 'the' or 'how' are"
+            " not searched"
+        )
+        if json:
+            print_json([])
         return
     with _store(read_only=True) as store:
         hits = store.search(query, limit)
@@ -401,14 +415,18 @@ def search(
             [(h.memory.name, h.memory.type, f"{h.score:.2f}", h.memory.description) for h in hits],
         )
     else:
-        _err(f"no memory matches {query!r}")
+        _err(f"no memory matches {_quoted(query)}")
 
 
 @app.command("recall")
 def recall_command(
     text: str,
     offline: Annotated[
-        bool, typer.Option("--offline", help="Keyword recall only; do not ask the model.")
+        bool,
+        typer.Option(
+            "--offline",
+            help="Do not ask the model: keywords, and meaning when semantic recall is on.",
+        ),
     ] = False,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="At most N memories.")] = 5,
     json: JsonOption = False,
@@ -884,23 +902,34 @@ def _run_note(row: dict[str, Any]) -> str:
     return ", ".join(notes)
 
 
+def _folder(given: str | None) -> Path:
+    """A folder argument, the workspace's .memory/ when not given. An empty one is refused:
+    it would mean the current folder, and is most often an unset variable ("$DIR")."""
+    if given is None:
+        return State.workspace.memory_folder
+    if not given.strip():
+        fail("the folder given is an empty string: name a folder, or none for .memory/")
+    return Path(given)
+
+
 @app.command("export")
 def export_command(
     directory: Annotated[
-        Path | None,
+        str | None,
         typer.Argument(help="Where to write (default: the workspace's .memory/)."),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite files edited by hand.")] = False,
 ) -> None:
     """Write the canonical .memory/ files and MEMORY.md."""
+    folder = _folder(directory)
     with _store() as store:
-        _reexport(store, directory or State.workspace.memory_folder, force=force)
+        _reexport(store, folder, force=force)
 
 
 @app.command("import")
 def import_command(
     directory: Annotated[
-        Path | None,
+        str | None,
         typer.Argument(help="The folder to read (default: the workspace's .memory/)."),
     ] = None,
     skip_invalid: Annotated[
@@ -918,13 +947,15 @@ def import_command(
     from memstore.errors import ImportRejected
     from memstore.files.importer import import_memories
 
-    directory = directory or State.workspace.memory_folder
+    folder = _folder(directory)
+    if folder.is_file():
+        fail(f"{folder} is a file: memctl import reads a folder (put the file in one)")
     progress = _progress_printer() if sys.stderr.isatty() else None
     try:
         with _store(actor="import") as store:
             report = import_memories(
                 store,
-                directory,
+                folder,
                 skip_invalid=skip_invalid,
                 dry_run=dry_run,
                 default_type=default_type,
@@ -937,7 +968,7 @@ def import_command(
         raise
     except SecretRefused as error:
         _secret_hint(error)
-    _render_import(report, directory)
+    _render_import(report, folder)
 
 
 def _render_import(report: Any, directory: Path) -> None:
@@ -1325,6 +1356,30 @@ def hook() -> None:
     run(State.db if State.db_given else None)
 
 
+# What a listing's --json prints when there is no database: what an empty store gives.
+EMPTY_JSON: dict[str, Any] = {
+    "list": [],
+    "search": [],
+    "history": [],
+    "sql": [],
+    "recall": {"path": "none", "reason": "no memories", "memories": []},
+}
+
+
+def _command_name(args: list[str]) -> str | None:
+    """The command of a memctl command line: its first word that is not an option (nor
+    --db's value)."""
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == "--db":
+            skip = True
+        elif not arg.startswith("-"):
+            return arg
+    return None
+
+
 def _interrupted(error: BaseException) -> bool:
     """Whether `error` was raised while handling a Ctrl-C (its causes and shown contexts)."""
     seen: BaseException | None = error
@@ -1345,6 +1400,10 @@ def main() -> None:
             f"no memory here ({error}); add one with 'memctl add' or bring a folder in with"
             " 'memctl import'"
         )
+        if "--json" in sys.argv[1:]:  # a script parses stdout: it gets the empty answer
+            empty = EMPTY_JSON.get(_command_name(sys.argv[1:]) or "")
+            if empty is not None:
+                print_json(empty)
         raise SystemExit(0) from None
     except MemstoreError as error:
         fail(str(error))

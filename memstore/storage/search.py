@@ -66,15 +66,19 @@ def query_terms(text: str) -> list[str]:
 
 def search_terms(text: str) -> list[str]:
     """query_terms without stopwords: what `memctl search` matches. A stopword is in nearly
-    every memory, so bm25 scores it about 0 and it would list them all as hits."""
-    return [term for term in query_terms(text) if is_content_term(term)][:MAX_TERMS]
+    every memory, so bm25 scores it about 0 and it would list them all as hits. A lone
+    letter or digit is kept: a search names it on purpose ("phase b", "option 3")."""
+    return [term for term in query_terms(text) if is_content_term(term, lone_ascii=True)][
+        :MAX_TERMS
+    ]
 
 
-def is_content_term(term: str) -> bool:
+def is_content_term(term: str, *, lone_ascii: bool = False) -> bool:
     """Whether a quoted term says something about a memory's topic: not a stopword, not a
-    lone ASCII letter, not a Han bigram or character made only of grammar characters."""
+    lone ASCII letter or digit (unless `lone_ascii`), not a Han bigram or character made
+    only of grammar characters."""
     word = term.strip('"*')
-    if word in ENGLISH_STOPWORDS or (word.isascii() and len(word) < 2):
+    if word in ENGLISH_STOPWORDS or (word.isascii() and len(word) < 2 and not lone_ascii):
         return False
     han = None if word.isascii() else _han_bigram().fullmatch(term)
     if han and all(c in CHINESE_STOP_CHARACTERS for c in han.groups()):
