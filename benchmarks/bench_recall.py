@@ -38,7 +38,7 @@ from memstore.recall.keyword import keyword_recall
 from memstore.recall.model_files import MODEL_NAME
 from memstore.recall.vectors import SemanticIndex, SemanticModel
 from memstore.storage import search
-from memstore.storage.search import search_terms
+from memstore.storage.search import is_content_term, search_terms
 from memstore.storage.store import MemoryStore
 
 # The sets beside the checkout (../shared/eval) and those of this repository (benchmarks/eval).
@@ -82,7 +82,8 @@ def plain_fts5(store: MemoryStore, messages: list[dict[str, str]]) -> list[str]:
     """The baseline any FTS5 user would write: the text's words without stopwords (English
     porter-stemmed, Han text as bigrams, as the index holds them) in one OR query, by bm25;
     no lexicon, no re-ordering, no floor."""
-    words = search_terms(recent_user_text(messages))
+    # search_terms less lone letters and digits, as the figures in docs/recall.md had it
+    words = [t for t in search_terms(recent_user_text(messages)) if is_content_term(t)]
     ranked = store.rank_ids(words, K) if words else {}
     best = sorted(ranked, key=lambda i: (-ranked[i], i))
     records = store.by_ids(best)
