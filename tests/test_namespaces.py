@@ -360,3 +360,34 @@ def test_an_application_role_reaches_only_the_namespaces_granted_to_it(
     # A namespace no one has opened yet: the agent may not create it, and says so.
     with pytest.raises(StoreUnavailable, match=r"has no store on .* yet, and this role may not"):
         MemoryStore(with_namespace(agent, "github.com/acme/new"))
+
+
+def test_memctl_grant_lets_an_application_role_use_the_project_s_store(
+    postgres_cluster: Cluster, postgres_url: str, memctl: MemctlRunner, tmp_path: Path
+) -> None:
+    """README's "join a team": the owner copies the store in, then grants the people's role
+    with one memctl command; without it their memctl is refused in one line."""
+    name = Cluster.name_of(postgres_url)
+    postgres_cluster.execute(
+        "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'grant_agent') THEN"
+        " CREATE ROLE grant_agent LOGIN; END IF; END $$"
+    )
+    app = git_repository(tmp_path / "app", ("origin", "git@github.com:acme/app.git"))
+    owner = {"MEMSTORE_DB": postgres_url}
+    agent = {"MEMSTORE_DB": postgres_cluster.url(name, user="grant_agent")}
+    added = memctl("add", "style", "-t", "feedback", "-d", "tabs", "-b", "tabs", cwd=app, env=owner)
+    assert added.returncode == 0, added.stderr
+
+    refused = memctl("list", cwd=app, env=agent)
+    assert refused.returncode == 1 and "may not use the namespace" in refused.stderr
+    granted = memctl("grant", "grant_agent", cwd=app, env=owner)
+    assert granted.returncode == 0, granted.stderr
+    assert "granted grant_agent" in granted.stderr
+    listed = memctl("list", "--json", cwd=app, env=agent)
+    assert [m["name"] for m in json.loads(listed.stdout)] == ["style"], listed.stderr
+
+    # A role name memstore does not grant to, and a SQLite store: one line each.
+    bad = memctl("grant", 'x"; DROP TABLE memory; --', cwd=app, env=owner)
+    assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "no role name" in bad.stderr
+    local = memctl("grant", "grant_agent", cwd=app)
+    assert local.returncode == 1 and "PostgreSQL" in local.stderr

@@ -1280,6 +1280,22 @@ def copy_command(
         _err(f"{verified}recorded as run {(report.run_id or '')[:8]} there")
 
 
+@app.command("grant")
+def grant_command(
+    role: Annotated[str, typer.Argument(help="The application role to grant, e.g. memstore_app.")],
+) -> None:
+    """On a PostgreSQL server, as the tables' owner: let ROLE (the role people's memctl log
+    in as, or one they are members of) use this project's store (docs/postgresql.md)."""
+    if not isinstance(State.db, str):
+        fail("grant is for a store on a PostgreSQL server; a SQLite file is its owner's alone")
+    from memstore.storage.postgres import grant_application_role
+    from memstore.storage.server import shown_url
+
+    with _store(actor="grant") as store:
+        grant_application_role(store.engine, role)
+    _err(f"granted {role} the use of this project's store on {shown_url(State.db)}")
+
+
 def _copy_target(to: str) -> Path | str:
     """copy's --to: a file, or a server's URL in the project namespace this workspace's own
     would be in (the URL's, else MEMSTORE_NAMESPACE, else the git remote's)."""
