@@ -158,7 +158,11 @@ def test_query_writes_nothing(memctl: MemctlRunner, tmp_path: Path) -> None:
     done = memctl("sql", RUNAWAY + "SELECT max(x) FROM c", "--timeout", "2")
     assert done.returncode == 1
     for query in ["DELETE FROM memory", "PRAGMA journal_mode = DELETE", "VACUUM"]:
-        assert memctl("sql", query).returncode == 1
+        refused = memctl("sql", query)
+        # in SQLite's words ("disk I/O error" for the PRAGMA), then why
+        assert refused.returncode == 1 and "memctl sql runs one read-only query" in refused.stderr
+    misspelt = memctl("sql", "SELECT nosuch FROM memory")
+    assert misspelt.stderr.strip() == "memctl: error: sql: no such column: nosuch"
     assert (wal.stat().st_size if wal.exists() else 0) == wal_before
     assert database.read_bytes() == before
 

@@ -257,6 +257,21 @@ PROGRESS_STEPS = 10_000
 FETCH_ROWS = 500
 
 
+# What a read-only query may start with. A failed statement that starts otherwise most likely
+# tried to write, which the read-only connection refuses in the engine's own words ("disk I/O
+# error", "syntax error at or near \"delete\""): the message says so.
+READ_STATEMENTS = frozenset({"select", "with", "values", "explain", "table", "show", "pragma"})
+
+
+def query_failed(sql: str, error: object) -> QueryFailed:
+    """`memctl sql`'s one-line error for a statement the engine refused."""
+    words = sql.lstrip(" \t\r\n(").split(None, 1)
+    first = words[0].lower() if words else ""
+    writes = first not in READ_STATEMENTS or (first == "pragma" and "=" in sql)
+    hint = " (memctl sql runs one read-only query, such as SELECT; it never changes the store)"
+    return QueryFailed(f"sql: {error}{hint if writes else ''}")
+
+
 class ReadOnlyQuery:
     """One statement of the user's on a connection that cannot write, bounded in time and
     rows, its rows streamed. `interrupt()` (Ctrl-C) stops it from a signal handler."""
@@ -340,4 +355,4 @@ class ReadOnlyQuery:
                 raise QueryFailed(f"sql: {self._denied[0]}() is not allowed here") from None
             if getattr(error, "sqlite_errorcode", None) == sqlite3.SQLITE_CORRUPT:
                 raise database_error(self._path, error) from None
-            raise QueryFailed(f"sql: {error}") from None
+            raise query_failed(self._sql, error) from None

@@ -18,7 +18,7 @@ from sqlalchemy.engine import ExceptionContext, make_url
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from memstore.errors import ConnectionLost, QueryFailed, StoreUnavailable
-from memstore.storage.engine import ReadOnlyQuery, stored_revision, to_json, writer
+from memstore.storage.engine import ReadOnlyQuery, query_failed, stored_revision, to_json, writer
 from memstore.storage.schema_version import SCHEMA_HEAD, VERSION_TABLE
 from memstore.storage.server import (
     CONNECT_TIMEOUT_S,
@@ -261,4 +261,4 @@ class ServerQuery(ReadOnlyQuery):
                 ) from None
             if isinstance(error, psycopg.OperationalError):
                 raise server_error(self._url, error) from None
-            raise QueryFailed(f"sql: {first_line(error)}") from None
+            raise query_failed(self._sql, first_line(error)) from None
