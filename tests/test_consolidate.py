@@ -556,3 +556,23 @@ def test_a_holder_that_crashed_does_not_block_the_next_consolidation(
     wait_for(free, seconds=10)
     if store.path is not None:
         assert not lock_file(store.path, "consolidation").exists()
+
+
+def test_an_undo_is_done_even_when_memory_holds_a_hand_edit(
+    tmp_path: Path, cli_store: Path, memctl: MemctlRunner, anthropic_server: AnthropicServer
+) -> None:
+    """The undo is committed before the re-export: a file edited by hand in .memory/ is kept,
+    and the command says so and exits 0 (exit 1 told a script the undo had failed)."""
+    anthropic_server.script(plan_reply(GOOD_PLAN))
+    assert memctl("consolidate", env=model_env(anthropic_server)).returncode == 0
+    edited = tmp_path / ".memory" / "project-db.md"
+    edited.write_text(edited.read_text() + "\nA line of my own.\n")
+
+    undone = memctl("consolidate", "--undo")
+    assert undone.returncode == 0, undone.stderr
+    assert "removed user-indentation" in undone.stderr
+    assert "note: the undo is saved in the store;" in undone.stderr
+    assert "refusing to overwrite 1 file(s)" in undone.stderr
+    assert "A line of my own." in edited.read_text()
+    with MemoryStore(cli_store) as store:
+        assert store.count() == len(MEMORIES)

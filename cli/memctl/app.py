@@ -821,7 +821,7 @@ def consolidate(
             f"in run {outcome.run_id}; "
             f"undo with: memctl consolidate --undo {(outcome.run_id or '')[:8]}"
         )
-        _reexport(store, directory)
+        _reexport_after(store, directory, "the consolidation")
 
 
 def _undo(store: MemoryStore, run: str | None, directory: Path) -> None:
@@ -843,7 +843,7 @@ def _undo(store: MemoryStore, run: str | None, directory: Path) -> None:
         if names
     ]
     _err(f"undid run {result.undone.id[:8]}: {'; '.join(parts)} (run {result.run_id[:8]})")
-    _reexport(store, directory)
+    _reexport_after(store, directory, "the undo")
 
 
 def _reexport(store: MemoryStore, directory: Path, *, force: bool = False) -> None:
@@ -856,6 +856,17 @@ def _reexport(store: MemoryStore, directory: Path, *, force: bool = False) -> No
         f"exported to {result.directory}: {len(result.written)} written, "
         f"{len(result.removed)} removed, {result.unchanged} unchanged"
     )
+
+
+def _reexport_after(store: MemoryStore, directory: Path, done: str) -> None:
+    """The export after a change that is committed: files edited by hand are kept, and the
+    command still succeeds (exit 0), saying what was not written and how to write it."""
+    from memstore.errors import ExportConflict
+
+    try:
+        _reexport(store, directory)
+    except ExportConflict as conflict:
+        _err(f"note: {done} is saved in the store; {directory} was left as it is: {conflict}")
 
 
 def _events_table(events: list[MemoryEvent]) -> None:
