@@ -526,6 +526,21 @@ def test_piped_input_is_one_message_per_line_and_a_backslash_goes_on(
     assert "\x1b" not in done.stdout  # no spinner, colours or Markdown codes when piped
 
 
+def test_a_session_is_said_saved_only_when_something_was(
+    memctl: MemctlRunner, anthropic_server: AnthropicServer
+) -> None:
+    """A chat left before any message saved nothing: it said "session saved in …" of a
+    session that --session could not find."""
+    env = model_env(anthropic_server)
+    empty = memctl("chat", "--no-memory", input="", env=env)
+    assert empty.returncode == 0, empty.stderr
+    assert "session saved" not in empty.stdout + empty.stderr
+    anthropic_server.script(text_reply("hello"))
+    talked = memctl("chat", "--no-memory", input="hi\n", env=env)
+    assert talked.returncode == 0, talked.stderr
+    assert "session saved in" in talked.stdout + talked.stderr
+
+
 def test_piped_tool_lines_are_not_cut(
     tmp_path: Path, memctl: MemctlRunner, anthropic_server: AnthropicServer
 ) -> None:

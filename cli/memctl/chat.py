@@ -252,7 +252,8 @@ def run_chat(
         finally:
             if memory is not None and memory.semantic is not None:
                 memory.semantic.close()
-            events.line(f"session saved in {session.directory}", style="dim")
+            if session.transcript.exists():  # nothing is saved before the first message
+                events.line(f"session saved in {session.directory}", style="dim")
 
 
 def _repl(
