@@ -151,11 +151,16 @@ def test_verify_finds_tampering_that_bypasses_the_triggers(
     filled(db)
     code, out, err = verify(memctl, db)
     assert code == 0 and out.startswith("history verified: 4 events, chain head "), err
+    as_json = json.loads(memctl("--db", str(db), "history", "--verify", "--json").stdout)
+    assert as_json["verified"] is True and as_json["events"] == 4
+    assert out.rstrip().endswith(as_json["head"])
     tamper(plain(db))
     code, out, err = verify(memctl, db)
     assert code == 1 and out == ""
     assert err.startswith("memctl: error: history does not verify") and where in err
     assert len(err.splitlines()) == 1
+    tampered = memctl("--db", str(db), "history", "--verify", "--json")
+    assert tampered.returncode == 1 and tampered.stdout == ""
 
 
 def test_purge_erases_content_and_keeps_every_event(tmp_path: Path, memctl: MemctlRunner) -> None:

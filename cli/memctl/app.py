@@ -582,6 +582,10 @@ def history(
     if verify:
         with _store(read_only=True) as store:
             report = store.history.verify()
+        if json:  # a chain that breaks is an error, exit 1, as without --json
+            print_json({"verified": True, "events": report.events, "unseen": report.unseen,
+                        "head": report.head})  # fmt: skip
+            return
         unseen = (
             f" (and {report.unseen} of other people's own memories, by their hash only)"
             if report.unseen
