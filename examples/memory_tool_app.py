@@ -1,9 +1,14 @@
 """An app on the Anthropic SDK whose Claude keeps its memory in memstore (docs/integrations.md)."""
 
+import os
+import sys
+
 import anthropic
 
 from memstore.integrations.memory_tool import MemstoreMemoryTool
 
+if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
+    sys.exit("set ANTHROPIC_API_KEY to run this example")
 client = anthropic.Anthropic()  # ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL) from the environment
 with MemstoreMemoryTool.open() as memory:  # the store memctl uses in this folder
     runner = client.beta.messages.tool_runner(

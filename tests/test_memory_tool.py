@@ -490,6 +490,13 @@ def test_the_documented_example_runs_against_the_loopback_server(
     with MemstoreMemoryTool.open(start=tmp_path, settings=Settings.from_environment({})) as tool:
         assert tool.door.store.get("user-indentation").body == "Indents with tabs."
         assert _runs(tool) == [("memory_tool", "memory_tool create /memories/user-indentation.md")]
+    # Without a key: one line, no traceback.
+    keyless = {k: v for k, v in environment.items() if not k.startswith("ANTHROPIC_")}
+    no_key = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "memory_tool_app.py")],
+        cwd=tmp_path, env=keyless, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert no_key.returncode == 1 and no_key.stderr == "set ANTHROPIC_API_KEY to run this example\n"
 
 
 def test_reading_an_empty_workspace_creates_nothing(
