@@ -353,3 +353,51 @@ def test_export_and_import_refuse_an_empty_folder_name_and_import_a_file(
     assert_one_line_error(
         memctl("import", "notes.md"), "notes.md is a file: memctl import reads a folder"
     )
+
+
+def test_a_teammate_s_rm_reaches_the_store_through_the_committed_folder(
+    memctl: MemctlRunner, tmp_path: Path
+) -> None:
+    """A team commits .memory/: after a pull, `memctl import` deletes the memory whose file
+    the teammate's export removed (restorable), instead of the next export bringing it back;
+    a memory changed here since is kept, and --keep-removed keeps them all."""
+    import shutil
+
+    alice, bob = tmp_path / "alice", tmp_path / "bob"
+    for folder in (alice, bob):
+        (folder / ".git").mkdir(parents=True)  # a workspace each, as two clones are
+
+    def pull() -> None:  # what git pull does to bob's .memory/ files
+        for name in ("fact-one.md", "fact-two.md", "fact-three.md", "MEMORY.md"):
+            theirs, ours = alice / ".memory" / name, bob / ".memory" / name
+            if theirs.exists():
+                ours.parent.mkdir(exist_ok=True)
+                shutil.copyfile(theirs, ours)
+            else:
+                ours.unlink(missing_ok=True)
+
+    for name in ("fact-one", "fact-two", "fact-three"):
+        assert (
+            memctl("add", name, "-t", "project", "-d", name, "-b", name, cwd=alice).returncode == 0
+        )
+    assert memctl("export", cwd=alice).returncode == 0
+    pull()
+    assert memctl("import", cwd=bob).returncode == 0
+    assert memctl("edit", "fact-three", "-b", "bob's own words", cwd=bob).returncode == 0
+
+    for name in ("fact-two", "fact-three"):
+        assert memctl("rm", name, cwd=alice).returncode == 0
+    assert memctl("export", cwd=alice).returncode == 0
+    pull()
+    dry = memctl("import", "--dry-run", cwd=bob)
+    assert "delete  fact-two" in dry.stdout and "fact-three" not in dry.stdout
+    kept = memctl("import", "--keep-removed", "--dry-run", cwd=bob)
+    assert "delete" not in kept.stdout
+    done = memctl("import", cwd=bob)
+    assert done.returncode == 0, done.stderr
+    assert (
+        "1 deleted" in done.stderr and "'fact-three' changed in the database since" in done.stderr
+    )
+    names = [m["name"] for m in json.loads(memctl("list", "--json", cwd=bob).stdout)]
+    assert names == ["fact-one", "fact-three"]
+    assert memctl("restore", "fact-two", cwd=bob).returncode == 0

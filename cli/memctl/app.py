@@ -957,8 +957,17 @@ def import_command(
         str | None, typer.Option("--default-type", help="Type for files that name none.")
     ] = None,
     allow_secret: AllowSecretOption = False,
+    keep_removed: Annotated[
+        bool,
+        typer.Option(
+            "--keep-removed",
+            help="Keep the memories whose file was removed from the folder (by default a"
+            " file removed deletes its memory, restorable, unless it changed since).",
+        ),
+    ] = False,
 ) -> None:
-    """Read memory files (ours, Claude Code's, hand-written) into the database."""
+    """Read memory files (ours, Claude Code's, hand-written) into the database; a file removed
+    from the folder since deletes its memory (docs/file-format.md)."""
     from memstore.errors import ImportRejected
     from memstore.files.importer import import_memories
 
@@ -976,6 +985,7 @@ def import_command(
                 default_type=default_type,
                 progress=progress,
                 allow_secrets=allow_secret,
+                deletions=not keep_removed,
             )
     except ImportRejected as error:
         for problem in error.problems:
