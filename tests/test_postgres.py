@@ -146,7 +146,7 @@ def test_triggers_refuse_even_the_owner(postgres_url: str) -> None:
 
 
 def test_the_application_role_cannot_change_history(
-    postgres_cluster: Cluster, postgres_url: str
+    postgres_cluster: Cluster, postgres_url: str, memctl: MemctlRunner
 ) -> None:
     name = Cluster.name_of(postgres_url)
     postgres_cluster.execute("CREATE ROLE memstore_app_test LOGIN")
@@ -181,6 +181,9 @@ def test_the_application_role_cannot_change_history(
         with pytest.raises(StoreUnavailable, match="permission denied"):
             app.purge("tabs")
         assert app.get("tabs").body == "Indent with tabs, width four."
+    refused = memctl("--db", app_url, "purge", "tabs", "--yes")
+    assert refused.returncode == 1 and len(refused.stderr.splitlines()) == 1, refused.stderr
+    assert "only the tables' owner role may erase history" in refused.stderr
 
 
 def test_a_run_records_the_connecting_role_whatever_the_client_claims(

@@ -36,6 +36,7 @@ from memstore.errors import (
     NoDatabase,
     SecretRefused,
     SemanticUnavailable,
+    StoreUnavailable,
 )
 from memstore.settings import (
     CONTEXT_TOKENS_VARIABLE,
@@ -673,7 +674,15 @@ def purge(
                 abort=True,
                 err=True,
             )
-        report = store.purge(name)
+        try:
+            report = store.purge(name)
+        except StoreUnavailable as error:
+            if store.url is None or "permission denied" not in str(error):
+                raise
+            fail(
+                f"{error}: on a server only the tables' owner role may erase history; run"
+                " memctl purge as that role (docs/postgresql.md)"
+            )
     _err(f"purged {name}: the content of {report.events} events erased (run {report.run_id[:8]})")
 
 
@@ -1433,6 +1442,9 @@ def _interrupted(error: BaseException) -> bool:
 
 def main() -> None:
     logging.basicConfig(format="memctl: %(message)s", level=logging.WARNING)
+    # psycopg warns as it leaves a pipeline a refused statement aborted ("error ignored
+    # terminating <psycopg.Pipeline …>"): the refusal itself is the one line memctl says.
+    logging.getLogger("psycopg").setLevel(logging.ERROR)
     try:
         app(prog_name="memctl")
     except NoDatabase as error:
