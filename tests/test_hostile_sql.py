@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from memstore.storage.store import MemoryStore
-from tests.conftest import MemctlRunner
+from tests.conftest import MemctlRunner, raw_sql
 
 RUNAWAY = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
 
@@ -247,6 +247,7 @@ def test_read_only_filesystem(memctl: MemctlRunner, tmp_path: Path) -> None:
     assert sorted(p.name for p in memory.iterdir()) == [".gitignore", "memstore.db"]
 
 
+OLD_HOSTILE = "desc \x1b]0;title\x07 end"
 HOSTILE = (
     "before \x1b]52;c;cm0gLXJmIH4=\x07 clipboard, \x1b]0;pwned\x07 title, \x1b[2J\x1b[H clear,"
     " \x9b31m C1, \u202eevil\u202c after"
@@ -277,8 +278,13 @@ def on_a_terminal(tmp_path: Path, *args: str) -> bytes:
 def test_terminal_escapes_in_a_memory_are_shown_not_run(
     memctl: MemctlRunner, tmp_path: Path
 ) -> None:
-    add(memctl, "hostile", body=HOSTILE, description="desc \x1b]0;title\x07 end")
-    for command in (["show", "hostile"], ["list"], ["search", "clipboard"], ["history"], ["index"]):
+    refused = memctl("add", "x", "-t", "project", "-d", "desc \x1b]0;title\x07 end", "-b", "b")
+    one_line_error(refused, "must not contain control characters, got '\\x1b'")
+    add(memctl, "hostile", body=HOSTILE, description="desc, clipboard")
+    # A description written before control characters were refused: shown escaped too.
+    with MemoryStore(tmp_path / ".memory" / "memstore.db") as store, raw_sql(store) as sql:
+        sql.execute("UPDATE memory SET description = ? WHERE name = 'hostile'", (OLD_HOSTILE,))
+    for command in (["show", "hostile"], ["list"], ["search", "clipboard"], ["index"]):
         shown = on_a_terminal(tmp_path, *command).decode()
         assert "\x1b" not in shown and "\x07" not in shown and "\x9b" not in shown, command
         assert "\u202e" not in shown, command

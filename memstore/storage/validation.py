@@ -69,6 +69,11 @@ def check_description(description: str) -> str:
         raise InvalidMemory("description", "must be a single line")
     if "\x00" in description:
         raise InvalidMemory("description", "must not contain NUL characters")
+    # A description is a line of MEMORY.md, which people `cat` and `git diff`: a terminal
+    # escape there would retitle the terminal, or worse.
+    control = next((c for c in description if unicodedata.category(c) == "Cc" and c != "\t"), None)
+    if control is not None:
+        raise InvalidMemory("description", f"must not contain control characters, got {control!r}")
     if len(description) > DESCRIPTION_MAX_CHARS:
         raise InvalidMemory(
             "description",
