@@ -196,7 +196,8 @@ class UnreadableFile(ValueError):
 
 
 class InvalidSettings(MemstoreError):
-    """The settings file cannot be read, or holds a rule that is not understood."""
+    """The settings file cannot be read, or holds a rule that is not understood; or a
+    database location (--db, MEMSTORE_DB) is no path nor a URL memstore can open."""
 
 
 class SessionNotFound(MemstoreError):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,12 +77,16 @@ class Settings:
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if environ is None else environ
         db = _value(env, DB_VARIABLE)
+        try:
+            location = database_location(db) if db else None
+        except InvalidSettings as error:
+            raise InvalidSettings(f"{DB_VARIABLE}: {error}") from None
         ceilings = (_value(env, CEILINGS_VARIABLE) or "").split(os.pathsep)
         model_dir = env.get(MODEL_DIR_VARIABLE)
         settings_file = env.get(SETTINGS_VARIABLE)
         config = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
         return cls(
-            db=database_location(db) if db else None,
+            db=location,
             ceiling_directories=frozenset(Path(os.path.abspath(c)) for c in ceilings if c),
             namespace=env.get(NAMESPACE_VARIABLE) or None,
             model=env.get(MODEL_VARIABLE) or DEFAULT_MODEL,
@@ -102,8 +107,11 @@ class Settings:
         )
 
 
-# The URL schemes that name a PostgreSQL server; anything else is a file's path.
+# The URL schemes that name a PostgreSQL server; any other `scheme://` is refused (a path
+# with a colon, `a:b/m.db`, is still a path: only letters, digits and + - . then `://`, two
+# or more of them, make a URL; a drive letter, `C://`, does not).
 SERVER_SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg://")
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+://")
 
 
 def is_server_url(location: Path | str) -> bool:
@@ -112,8 +120,28 @@ def is_server_url(location: Path | str) -> bool:
 
 
 def database_location(value: str) -> Path | str:
-    """A --db or MEMSTORE_DB value: a server's URL as typed, else a file's path."""
-    return value if is_server_url(value) else Path(value)
+    """A --db or MEMSTORE_DB value: a server's URL as typed (a str), else a file's path.
+    InvalidSettings, in one line and its password masked, for a server's URL memstore cannot
+    open (storage/server.checked_url) and for any other URL, which would otherwise be taken
+    for a file's path: `postgresq://…` would create the folder `postgresq:`. Every door onto
+    the store (memctl, its hook, the MCP server, MemoryStore) reads a value here."""
+    from memstore.storage.server import checked_url, shown_url
+
+    if is_server_url(value):
+        return checked_url(value)
+    if _URL.match(value):
+        scheme = value.partition("://")[0].lower()
+        hint = (
+            "; for a SQLite file, give the file's path, not a sqlite:// URL"
+            if scheme.startswith("sqlite")
+            else ""
+        )
+        raise InvalidSettings(
+            f"the database {shown_url(value)} is neither a file's path nor a PostgreSQL URL:"
+            " memstore opens a SQLite file by its path, a PostgreSQL server by a"
+            f" postgresql:// (or postgres://) URL{hint}"
+        )
+    return Path(value)
 
 
 def _value(env: Mapping[str, str], name: str) -> str | None:

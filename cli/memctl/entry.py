@@ -5,9 +5,6 @@ start-up); every other command line, `memctl hook --help` included, goes to the 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-
-from memstore.settings import database_location
 
 
 def main() -> None:
@@ -22,10 +19,11 @@ def main() -> None:
     app_main()
 
 
-def _hook_command(args: list[str]) -> tuple[Path | str | None] | None:
-    """(the --db given, a path or a server's URL, or None) when `args` are `hook` with at
-    most a --db before or after it; None for any other command line."""
-    db: Path | str | None = None
+def _hook_command(args: list[str]) -> tuple[str | None] | None:
+    """(the --db given, as typed, or None) when `args` are `hook` with at most a --db before
+    or after it; None for any other command line. The hook reads the value (a path, a
+    server's URL, or refused in one line, and no answer) as it reads MEMSTORE_DB's."""
+    db: str | None = None
     rest: list[str] = []
     words = iter(args)
     for word in words:
@@ -33,9 +31,9 @@ def _hook_command(args: list[str]) -> tuple[Path | str | None] | None:
             value = next(words, None)
             if value is None:
                 return None
-            db = database_location(value)
+            db = value
         elif word.startswith("--db=") and db is None:
-            db = database_location(word.removeprefix("--db="))
+            db = word.removeprefix("--db=")
         else:
             rest.append(word)
     return (db,) if rest == ["hook"] else None

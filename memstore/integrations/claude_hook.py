@@ -64,7 +64,8 @@ def respond(
 ) -> str:
     """What `memctl hook` prints for the hook JSON `raw`: the hook's JSON answer, or "" when
     there is nothing to add or anything went wrong (then one line is logged). The database is
-    `db` (by default MEMSTORE_DB), else the one of the workspace found from the JSON's cwd.
+    `db` (by default MEMSTORE_DB; a str as typed, read as --db is), else the one of the
+    workspace found from the JSON's cwd.
     Never raises an Exception: a hook that fails must still let the prompt through."""
     try:
         return _respond(raw, db, settings if settings is not None else Settings.from_environment())

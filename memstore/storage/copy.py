@@ -141,8 +141,12 @@ def copy_store(
         raise CopyRefused(
             "copy: --owner is for a copy from a file: a server's memories keep theirs"
         )
-    creating = not isinstance(target, str) or not _is_url(target)
-    target_path = None if not creating else Path(target)
+    from memstore.settings import database_location
+
+    if isinstance(target, str):
+        target = database_location(target)  # a path, a server's URL, or refused
+    creating = isinstance(target, Path)
+    target_path = target if isinstance(target, Path) else None
     if target_path is not None:
         if owner is not None:
             raise CopyRefused("copy: --owner names a role on a server; a file has no roles")
@@ -471,12 +475,6 @@ def _command(command: str, source: MemoryStore) -> str:
     """The copy run's command: as typed, and where from (a password masked)."""
     where = source.location if source.path is None else str(source.path.resolve())
     return f"{command} (from {where})"
-
-
-def _is_url(location: str) -> bool:
-    from memstore.settings import is_server_url
-
-    return is_server_url(location)
 
 
 def _same_file(a: Path, b: Path) -> bool:

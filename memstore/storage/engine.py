@@ -142,10 +142,10 @@ def dbapi_connection(engine: Engine) -> Iterator[Connection]:
 
 
 def _unavailable(engine: Engine, error: BaseException | None) -> str:
-    from memstore.storage.server import first_line, shown_url
+    from memstore.storage.server import driver_message, shown_url
 
-    where = shown_url(engine.url.set(drivername="postgresql").render_as_string(False))
-    return f"database {where} is unavailable: {first_line(error)}"
+    url = engine.url.set(drivername="postgresql").render_as_string(False)
+    return f"database {shown_url(url)} is unavailable: {driver_message(url, error)}"
 
 
 def stored_revision(engine: Engine) -> str | None:

@@ -15,15 +15,16 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import ExceptionContext, make_url
-from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, ProgrammingError
 
-from memstore.errors import ConnectionLost, QueryFailed, StoreUnavailable
+from memstore.errors import ConnectionLost, InvalidSettings, QueryFailed, StoreUnavailable
 from memstore.storage.engine import ReadOnlyQuery, query_failed, stored_revision, to_json, writer
 from memstore.storage.schema_version import SCHEMA_HEAD, VERSION_TABLE
 from memstore.storage.server import (
     CONNECT_TIMEOUT_S,
     MISSING_DRIVER,
     connect_reader,
+    driver_message,
     first_line,
     server_error,
     server_target,
@@ -70,14 +71,21 @@ def create_postgres_engine(url: str) -> Engine:
     if importlib.util.find_spec("psycopg") is None:
         raise StoreUnavailable(MISSING_DRIVER)
     bare, schema = server_target(url)
-    engine = create_engine(
-        driver_url(bare),
-        connect_args={"connect_timeout": CONNECT_TIMEOUT_S, "application_name": "memstore"},
-        pool_size=POOL_SIZE,
-        # A connection the server dropped (a restart) is replaced, not handed out.
-        pool_pre_ping=True,
-        json_serializer=to_json,
-    )
+    try:
+        engine = create_engine(
+            driver_url(bare),
+            connect_args={"connect_timeout": CONNECT_TIMEOUT_S, "application_name": "memstore"},
+            pool_size=POOL_SIZE,
+            # A connection the server dropped (a restart) is replaced, not handed out.
+            pool_pre_ping=True,
+            json_serializer=to_json,
+        )
+    except (ValueError, ArgumentError) as error:
+        # A URL server.checked_url let through that SQLAlchemy's parser cannot read (its
+        # port as `host=HOST:PORT`, ports that do not match the hosts): one line, not a trace.
+        raise InvalidSettings(
+            f"the database URL {shown_url(url)} cannot be read: {driver_message(url, error)}"
+        ) from None
     event.listen(engine, "begin", partial(_begin, writer_lock(schema)))
     event.listen(engine, "connect", partial(_configure_session, session_settings(schema)))
     event.listen(engine, "handle_error", lambda context: _unavailable(url, context))
@@ -92,7 +100,7 @@ def _unavailable(url: str, context: ExceptionContext) -> BaseException | None:
     if context.is_pre_ping or not isinstance(error, OperationalError):
         return None
     lost = ConnectionLost if context.is_disconnect else StoreUnavailable
-    return lost(f"database {shown_url(url)} is unavailable: {first_line(error.orig)}")
+    return lost(f"database {shown_url(url)} is unavailable: {driver_message(url, error.orig)}")
 
 
 def _configure_session(settings: tuple[str, ...], dbapi_connection: Any, _record: Any) -> None:

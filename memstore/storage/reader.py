@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from memstore.errors import NoDatabase, SchemaTooNew, StoreUnavailable
-from memstore.settings import is_server_url
+from memstore.settings import database_location
 from memstore.storage.dbapi import Connection, is_sqlite, mark
 from memstore.storage.records import RECORD_COLUMNS, MemoryRecord, MemorySummary
 from memstore.storage.schema_version import SCHEMA_HEAD, VERSION_TABLE
@@ -163,13 +163,14 @@ class StoreReader:
     def __init__(self, path: Path | str, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
         self._connection: Connection
         self.path: Path | str
-        if isinstance(path, str) and is_server_url(path):
+        location = database_location(path) if isinstance(path, str) else path
+        if isinstance(location, str):
             from memstore.storage.server import connect_reader
 
-            self.path = path
-            self._connection = connect_reader(path)
+            self.path = location
+            self._connection = connect_reader(location)
         else:
-            file = self.path = Path(path)
+            file = self.path = location
             if not file.is_file():
                 raise NoDatabase(str(file))
             self._connection = connect_read_only(

@@ -17,7 +17,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from memstore.errors import ConnectionLost, MemoryNotFound, StoreUnavailable
-from memstore.settings import is_server_url
+from memstore.settings import database_location
 from memstore.storage.chain import ChainReport
 from memstore.storage.dbapi import Connection
 from memstore.storage.engine import (
@@ -91,15 +91,16 @@ class MemoryStore:
     ) -> None:
         self.url: str | None = None
         self.path: Path | None = None
-        if is_server_url(path):
+        location = database_location(path) if isinstance(path, str) else path
+        if isinstance(location, str):
             from memstore.storage.postgres import open_postgres
             from memstore.storage.server import shown_url
 
-            self.url = str(path)
+            self.url = location
             self.location = shown_url(self.url)
             self.engine = open_postgres(self.url, create=create)
         else:
-            self.path = Path(path)
+            self.path = location
             self.location = str(self.path)
             self.engine = open_database(self.path, create=create)
         self.actor = actor
