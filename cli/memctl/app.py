@@ -1281,13 +1281,14 @@ def copy_command(
     PostgreSQL server to join a team, or back into a file to leave (docs/postgresql.md)."""
     from memstore.storage.copy import copy_store, file_revision
 
+    target = _copy_target(to)  # a --to that is no path nor URL is said before anything else
     if not _db_exists():
         fail(f"copy: there is no store at {State.db} to copy")
     before = None if isinstance(State.db, str) else file_revision(State.db)
     with _store(actor="copy", read_only=True) as store:
         report = copy_store(
             store,
-            _copy_target(to),
+            target,
             command=_command_line(),
             force=force,
             dry_run=dry_run,
