@@ -296,11 +296,17 @@ def test_a_hostile_row_is_refused_in_one_line(
         assert target.history.runs() == []
 
 
+@pytest.mark.parametrize("form", ["user", "parameter"])
 def test_a_password_is_never_shown_nor_recorded(
-    tmp_path: Path, postgres_url: str, memctl: MemctlRunner
+    form: str, tmp_path: Path, postgres_url: str, memctl: MemctlRunner
 ) -> None:
     # The test cluster trusts local connections: the password is carried, never checked.
-    with_password = postgres_url.replace("postgres@", "postgres:s3cret@", 1)
+    if form == "user":
+        with_password = postgres_url.replace("postgres@", "postgres:s3cret@", 1)
+        masked = "postgres:***@"
+    else:  # libpq's password= parameter
+        with_password = postgres_url + ("&" if "?" in postgres_url else "?") + "password=s3cret"
+        masked = "password=***"
     solo = tmp_path / "solo.db"
     with MemoryStore(solo) as store:
         store.create("tabs", "user", "Tabs", "Indent with tabs.")
@@ -309,7 +315,7 @@ def test_a_password_is_never_shown_nor_recorded(
     for done in (into, back):
         assert done.returncode == 0, done.stderr
         assert "s3cret" not in done.stdout + done.stderr
-    assert "postgres:***@" in back.stdout
+    assert masked in back.stdout
     for target in (postgres_url, tmp_path / "back.db"):
         with MemoryStore(target) as store:
             assert "s3cret" not in json.dumps(store.history.runs())
