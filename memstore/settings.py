@@ -123,9 +123,9 @@ def is_server_url(location: Path | str) -> bool:
 def database_location(value: str) -> Path | str:
     """A --db or MEMSTORE_DB value: a server's URL as typed (a str), else a file's path.
     InvalidSettings, in one line and its password masked, for a server's URL memstore cannot
-    open (storage/server.checked_url) and for any other URL, which would otherwise be taken
-    for a file's path: `postgresq://…` would create the folder `postgresq:`. Every door onto
-    the store (memctl, its hook, the MCP server, MemoryStore) reads a value here."""
+    open (checked_url) and for any other URL, which would otherwise be taken for a file's
+    path: `postgresq://…` would create the folder `postgresq:`. Every door onto the store
+    (memctl, its hook, the MCP server, MemoryStore, StoreReader, copy) reads a str here."""
     if is_server_url(value):
         return checked_url(value)
     if _URL.match(value):

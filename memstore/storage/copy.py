@@ -31,6 +31,7 @@ from sqlalchemy import Connection as SQLConnection
 from sqlalchemy.exc import DBAPIError
 
 from memstore.errors import HistoryTampered, MemstoreError, StoreUnavailable
+from memstore.settings import database_location
 from memstore.storage import chain
 from memstore.storage.dbapi import Connection, is_sqlite
 from memstore.storage.engine import dbapi_connection
@@ -141,8 +142,6 @@ def copy_store(
         raise CopyRefused(
             "copy: --owner is for a copy from a file: a server's memories keep theirs"
         )
-    from memstore.settings import database_location
-
     if isinstance(target, str):
         target = database_location(target)  # a path, a server's URL, or refused
     creating = isinstance(target, Path)
