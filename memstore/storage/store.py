@@ -45,7 +45,7 @@ from memstore.storage.reader import (
 )
 from memstore.storage.records import SearchHit
 from memstore.storage.search import search_terms
-from memstore.storage.server import first_line
+from memstore.storage.server import driver_message, first_line
 from memstore.storage.transaction import WriteTransaction
 from memstore.storage.validation import check_type
 
@@ -170,7 +170,7 @@ class MemoryStore:
                 tx.write()
         except OperationalError as error:
             raise StoreUnavailable(
-                f"database {self.location} is unavailable: {first_line(error.orig)}"
+                f"database {self.location} is unavailable: {self._said(error.orig)}"
             ) from error
         except DBAPIError as error:
             # An IntegrityError is a bug if it happens; on PostgreSQL a trigger's or a
@@ -178,7 +178,7 @@ class MemoryStore:
             if self.url is None and not isinstance(error, IntegrityError):
                 raise
             raise StoreUnavailable(
-                f"database {self.location} refused the change: {first_line(error.orig)}"
+                f"database {self.location} refused the change: {self._said(error.orig)}"
             ) from error
 
     # -- writes -----------------------------------------------------------------------------
@@ -402,8 +402,12 @@ class MemoryStore:
                 )
         except (OperationalError, IntegrityError) as error:
             raise StoreUnavailable(
-                f"database {self.location} is unavailable: {first_line(error.orig)}"
+                f"database {self.location} is unavailable: {self._said(error.orig)}"
             ) from error
+
+    def _said(self, error: BaseException | None) -> str:
+        """The driver's message in one line; on a server, the URL's passwords masked in it."""
+        return first_line(error) if self.url is None else driver_message(self.url, error)
 
     def _sqlite(self) -> AbstractContextManager[sqlite3.Connection]:
         return cast(AbstractContextManager[sqlite3.Connection], dbapi_connection(self.engine))
