@@ -257,3 +257,56 @@ def test_an_unknown_metadata_type_survives_a_canonical_rewrite(
     export_memories(store, folder)
     assert "  type: note\n" in (folder / "y.md").read_text()
     assert not (folder / "x.md").exists()
+
+
+HAND_INDEX = (
+    "- [note-0](note-0.md) — my own description of note 0\n"
+    "- [other](other.md) — a file I keep elsewhere\n"
+)
+
+
+def test_a_hand_written_index_in_memstores_line_shape_is_left_alone(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    """Claude Code's index has memstore's line shape; only an index that says exactly what
+    memstore would write for some state of the database is memstore's."""
+    fill(store, 1)
+    out = tmp_path / "out"
+    out.mkdir()
+    for hand in [
+        HAND_INDEX,
+        "- [note-0](note-0.md) — note number 0\n- [other](other.md) — not a memory\n",
+        "- [note-0](note-0.md) — note number 0\n- [note-0](note-0.md) — note number 0\n",
+    ]:
+        (out / "MEMORY.md").write_text(hand)
+        result = export_memories(store, out)
+        assert (out / "MEMORY.md").read_text() == hand
+        assert "MEMORY.md" not in result.written
+        assert [n for n in result.notes if "MEMORY.md was not written by memstore" in n]
+    result = export_memories(store, out, force=True)
+    assert result.written == ["MEMORY.md"]
+    assert (out / "MEMORY.md").read_text() == "- [note-0](note-0.md) — note number 0\n"
+    (out / "MEMORY.md").write_text(HAND_INDEX)  # memstore's since --force, edited again
+    export_memories(store, out)
+    assert (out / "MEMORY.md").read_text() == HAND_INDEX
+
+
+def test_an_index_memstore_wrote_for_an_older_state_is_rewritten(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    """A copy of the folder (or an export cut short before it recorded its index) holds an
+    index of an earlier state: it is memstore's, and is kept current."""
+    fill(store, 3)
+    with store.transaction() as tx:
+        tx.create("a-user-note", "user", "about the user", "body")
+    out = tmp_path / "out"
+    export_memories(store, out)
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "MEMORY.md").write_bytes((out / "MEMORY.md").read_bytes())
+    store.update("note-1", description="a new description")
+    store.delete("note-2")
+    result = export_memories(store, copy)
+    assert "MEMORY.md" in result.written and result.notes == []
+    assert "a new description" in (copy / "MEMORY.md").read_text()
+    assert "note-2" not in (copy / "MEMORY.md").read_text()

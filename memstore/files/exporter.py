@@ -39,14 +39,23 @@ from memstore.files.export_state import (
 )
 from memstore.files.format import (
     INDEX_FILE_NAME,
+    INDEX_MAX_BYTES,
+    TYPE_ORDER,
+    index_line,
     memory_file_name,
+    omitted_note,
     render_index,
     render_memory_file,
 )
 from memstore.files.importer import file_says_a_version
 from memstore.files.inplace import render_in_place
 from memstore.storage.engine import writer
-from memstore.storage.models import MemoryRecord, MemorySummary, memory_table
+from memstore.storage.models import (
+    MemoryRecord,
+    MemorySummary,
+    memory_event_table,
+    memory_table,
+)
 from memstore.storage.store import MemoryStore
 from memstore.storage.validation import check_name
 
@@ -164,7 +173,9 @@ def _export_locked(
         )
     if index is None:
         text = render_index(MemorySummary(m.name, m.type, m.description) for m in memories)
-        _plan_index(plan, directory, text.encode(), records.get(INDEX_FILE_NAME), on_disk, force)
+        _plan_index(
+            store, plan, directory, text.encode(), records.get(INDEX_FILE_NAME), on_disk, force
+        )
     live_ids = {memory.id for memory in memories}
     stale = [name for name in records if name not in targets and name != INDEX_FILE_NAME]
     for file_name in stale:
@@ -298,6 +309,7 @@ def _plan_memory(
 
 
 def _plan_index(
+    store: MemoryStore,
     plan: _Plan,
     directory: Path,
     index: bytes,
@@ -306,7 +318,11 @@ def _plan_index(
     force: bool,
 ) -> None:
     """MEMORY.md is derived: written when it is memstore's (or absent), else left as the
-    user wrote it, with a note. It is never a conflict: nothing in it can be imported."""
+    user wrote it, with a note. It is never a conflict: nothing in it can be imported.
+
+    It is memstore's when it is what the last export wrote there, or (as a memory file that
+    says what a version of its memory said) exactly the index memstore writes for some state
+    of the database: an export cut short before it recorded it, a copy."""
     stat = on_disk.get(INDEX_FILE_NAME)
     new_hash = sha256(index)
     if stat is None:
@@ -318,7 +334,11 @@ def _plan_index(
     disk = _read(directory / INDEX_FILE_NAME)
     if sha256(disk) == new_hash:
         plan.adopted[INDEX_FILE_NAME] = disk
-    elif force or (record is not None and sha256(disk) == record.sha256) or _is_an_index(disk):
+    elif (
+        force
+        or (record is not None and sha256(disk) == record.sha256)
+        or _says_an_index_state(store, disk)
+    ):
         plan.writes[INDEX_FILE_NAME] = index
     else:
         plan.notes.append(
@@ -342,17 +362,68 @@ def _plan_given_index(
         plan.writes[INDEX_FILE_NAME] = content
 
 
-_INDEX_LINE = re.compile(
-    r"- \[(?P<name>[^\]\n]+)\]\((?P=name)\.md\) — [^\n]*\n"
-    r"|> \d+ more memories are not listed[^\n]*\n"
-)
+_INDEX_LINE = re.compile(r"- \[(?P<name>[a-z0-9-]+)\]\((?P=name)\.md\) — [^\n]*\n")
+_OMITTED_NOTE = re.compile(r"> (?P<count>[1-9][0-9]{0,9}) more memories are not listed[^\n]*\n")
 
 
-def _is_an_index(content: bytes) -> bool:
-    """Whether a MEMORY.md has only lines as memstore writes them (an interrupted export
-    left an older index of its own): then it holds nothing but links to rewrite."""
-    text = content.decode("utf-8", errors="replace")
-    return all(_INDEX_LINE.fullmatch(line) for line in text.splitlines(keepends=True))
+def _says_an_index_state(store: MemoryStore, content: bytes) -> bool:
+    """Whether a MEMORY.md is exactly the index memstore writes for some state of the
+    database: each line links a memory as one of its versions was (name, type, description),
+    the lines in memstore's order, and a cut-off note as memstore writes it. Then it holds
+    nothing the database does not know; a line of anyone else's makes it theirs."""
+    try:
+        lines = content.decode("utf-8").splitlines(keepends=True)
+    except UnicodeDecodeError:
+        return False
+    note = _OMITTED_NOTE.fullmatch(lines[-1]) if lines else None
+    if note is not None and lines.pop() != omitted_note(int(note["count"]), INDEX_MAX_BYTES):
+        return False
+    names = []
+    for line in lines:
+        match = _INDEX_LINE.fullmatch(line)
+        if match is None:
+            return False
+        names.append(match["name"])
+    if len(set(names)) != len(names):
+        return False
+    ranks = _index_line_ranks(store, set(names)) if names else {}
+    previous = (-1, "")
+    for name, line in zip(names, lines, strict=True):
+        # The least type the line can have that keeps memstore's order (type, then name).
+        fits = [
+            rank
+            for rank in ranks.get(line, ())
+            if rank > previous[0] or (rank == previous[0] and name > previous[1])
+        ]
+        if not fits:
+            return False
+        previous = (min(fits), name)
+    return True
+
+
+def _index_line_ranks(store: MemoryStore, names: set[str]) -> dict[str, set[int]]:
+    """Every index line the memories named `names` have had (their events' new values),
+    each with the type orders it had."""
+    table = memory_event_table
+    found: dict[str, set[int]] = {}
+    wanted = sorted(names)
+    with store.engine.connect() as connection:
+        for start in range(0, len(wanted), 500):
+            values = connection.execute(
+                select(table.c.new_value).where(
+                    table.c.memory_name.in_(wanted[start : start + 500]),
+                    table.c.new_value.is_not(None),
+                )
+            ).scalars()
+            for value in values:
+                if not isinstance(value, dict) or value.get("name") not in names:
+                    continue
+                summary = MemorySummary(
+                    str(value["name"]), str(value.get("type")), str(value.get("description"))
+                )
+                rank = TYPE_ORDER.get(summary.type, len(TYPE_ORDER))
+                found.setdefault(index_line(summary), set()).add(rank)
+    return found
 
 
 def _settle_suspects(store: MemoryStore, plan: _Plan) -> None:

@@ -297,14 +297,14 @@ def render_index(entries: Iterable[MemorySummary], *, max_bytes: int = INDEX_MAX
         return "".join(lines)
     kept: list[str] = []
     size = 0
-    note_room = len(_omitted_note(len(lines), max_bytes).encode())
+    note_room = len(omitted_note(len(lines), max_bytes).encode())
     for line in lines:
         line_size = len(line.encode())
         if len(kept) + 2 > INDEX_MAX_LINES or size + line_size + note_room > max_bytes:
             break
         kept.append(line)
         size += line_size
-    return "".join(kept) + _omitted_note(len(lines) - len(kept), max_bytes)
+    return "".join(kept) + omitted_note(len(lines) - len(kept), max_bytes)
 
 
 def index_line(entry: MemorySummary, file_name: str | None = None) -> str:
@@ -314,7 +314,7 @@ def index_line(entry: MemorySummary, file_name: str | None = None) -> str:
     return f"- [{entry.name}]({file_name or memory_file_name(entry.name)}) — {description}\n"
 
 
-def _omitted_note(count: int, max_bytes: int) -> str:
+def omitted_note(count: int, max_bytes: int) -> str:
     return (
         f"> {count} more memories are not listed: this index is capped at {INDEX_MAX_LINES} "
         f"lines and {max_bytes:,} bytes. Run `memctl list` to see them all.\n"
