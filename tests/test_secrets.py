@@ -480,6 +480,43 @@ def test_memctl_import_refuses_and_allows(tmp_path: Path, memctl: MemctlRunner) 
     assert len(json.loads(memctl("list", "--json").stdout)) == len(LOOK_ALIKES) + 2
 
 
+def test_import_reads_back_a_secret_kept_with_allow_secret(
+    tmp_path: Path, memctl: MemctlRunner
+) -> None:
+    """A memory kept with --allow-secret, exported, is read back unchanged by a plain import;
+    a new or changed secret in a file is still refused."""
+    key = "AKIA" + "IOSFODNN7EXAMPLE"
+    done = memctl("add", "sec", "-t", "reference", "-d", "s", "--allow-secret", "-b", key)
+    assert done.returncode == 0, done.stderr
+    assert memctl("export").returncode == 0
+    done = memctl("import")
+    assert done.returncode == 0, done.stderr
+    assert "0 created, 0 updated, 1 unchanged" in done.stderr
+    # The same file where no export recorded it: it says what the memory says.
+    exported = (tmp_path / ".memory" / "sec.md").read_text()
+    write(tmp_path / "copy" / "sec.md", exported)
+    done = memctl("import", str(tmp_path / "copy"))
+    assert done.returncode == 0, done.stderr
+    assert "0 created, 0 updated, 1 unchanged" in done.stderr
+
+    other = "AKIA" + "IOSFODNN7EXAMPLF"
+    for index, (name, text) in enumerate(
+        [
+            ("sec.md", exported.replace(key, other)),  # a changed secret
+            ("sec.md", exported.replace("description: s", "description: t")),  # changed
+            ("copy.md", exported.replace("name: sec", "name: copy")),  # a new memory
+        ]
+    ):
+        write(tmp_path / f"changed-{index}" / name, text)
+        done = memctl("import", str(tmp_path / f"changed-{index}"))
+        assert done.returncode == 1, name
+        assert done.stderr.startswith(f"invalid: {name}: body holds what looks like"), done.stderr
+    (tmp_path / ".memory" / "sec.md").write_text(exported.replace(key, other))
+    done = memctl("import")  # the exported file, edited since
+    assert done.returncode == 1 and "invalid: sec.md: body holds" in done.stderr
+    assert json.loads(memctl("list", "--json").stdout)[0]["description"] == "s"
+
+
 def test_remember_refuses_every_credential_and_keeps_look_alikes(store: MemoryStore) -> None:
     for label, text in CREDENTIALS:
         with pytest.raises(InvalidMemory, match="secret"):

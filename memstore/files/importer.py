@@ -352,13 +352,13 @@ def import_memories(
     items, problems = read_folder(
         Path(directory), default_type=default_type, progress=progress, top_level=top_level
     )
+    key = folder_key(Path(directory), store.path)
+    legacy = legacy_key(Path(directory))
     if not allow_secrets:
-        items = _without_secrets(items, problems)
+        items = _without_secrets(items, problems, lambda found: _held(store, key, legacy, found))
     if problems and not skip_invalid:
         raise ImportRejected(problems)
     report = ImportReport(problems=problems, dry_run=dry_run)
-    key = folder_key(Path(directory), store.path)
-    legacy = legacy_key(Path(directory))
     if dry_run:
         with store.engine.connect() as connection:
             records = load_records(connection, key, legacy)
@@ -418,21 +418,59 @@ def import_memories(
     return report
 
 
-def _without_secrets(items: list[ImportItem], problems: list[FileProblem]) -> list[ImportItem]:
-    """The items that hold no secret. A file with one is a problem of that file, like any
-    other (listed, and left out by --skip-invalid), not a refusal of the whole import; the
-    store checks every write again."""
+def _without_secrets(
+    items: list[ImportItem],
+    problems: list[FileProblem],
+    held: Callable[[list[ImportItem]], set[str]],
+) -> list[ImportItem]:
+    """The items that hold no secret, or only one the database already holds as the file
+    says it (`held`: a memory kept with --allow-secret, exported, read back), which import
+    leaves unchanged. Any other file with one is a problem of that file, like any other
+    (listed, and left out by --skip-invalid), not a refusal of the whole import; the store
+    checks every write again."""
     from memstore.storage.secrets import memory_secret  # compiles its patterns: only when importing
 
+    found = {}
+    for item in items:
+        secret = memory_secret(item.name, item.description, item.body, item.extra)
+        if secret is not None:
+            found[item.path] = secret
+    if not found:
+        return items
+    unchanged = held([item for item in items if item.path in found])
     kept = []
     for item in items:
-        found = memory_secret(item.name, item.description, item.body, item.extra)
-        if found is None:
+        secret = found.get(item.path)
+        if secret is None or item.path in unchanged:
             kept.append(item)
         else:
-            refused = SecretRefused(found.field, found.finding.kind)
+            refused = SecretRefused(secret.field, secret.finding.kind)
             problems.append(FileProblem(item.path, f"{refused} (--allow-secret imports it)"))
     return kept
+
+
+def _held(store: MemoryStore, key: str, legacy: str, items: list[ImportItem]) -> set[str]:
+    """The paths of the items that import counts unchanged because the database already
+    holds what they say: the file as memstore last wrote or read it, or a file saying
+    exactly what the live memory it would update says. Importing them writes nothing."""
+    with store.engine.connect() as connection:
+        records = load_records(connection, key, legacy)
+    live = store.memories()
+    by_name = {m.name: m for m in live}
+    by_id = {m.id: m for m in live}
+    held = set()
+    for item in items:
+        record = records.get(item.path)
+        if record is not None and item.sha256 == record.sha256:
+            held.add(item.path)
+            continue
+        # The memory the import would update (as _plan finds it); never a new one.
+        memory = (by_id.get(record.memory_id) if record is not None else None) or by_name.get(
+            item.name
+        )
+        if memory is not None and says_version(item, memory.snapshot()):
+            held.add(item.path)
+    return held
 
 
 def _raise_if_rejected(report: ImportReport, skip_invalid: bool) -> None:
