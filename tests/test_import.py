@@ -397,6 +397,33 @@ def test_files_in_subfolders_are_imported(store: MemoryStore, tmp_path: Path) ->
     assert [m.name for m in store.memories()] == ["deeper", "top"]
 
 
+def test_a_subfolder_file_and_its_exported_copy_are_one_memory(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    """Export writes a memory read from a subfolder to `<name>.md` at the top; the next
+    import reads the two files, which say the same memory, as that one memory."""
+    folder = tmp_path / "notes"
+    write(folder / "team" / "rule.md", canonical("team-rule", "feedback", "a team rule", "rule"))
+    import_memories(store, folder)
+    for _ in range(2):
+        export_memories(store, folder)
+        report = import_memories(store, folder)
+        assert report.created == [] and report.updated == []
+        assert report.unchanged == ["team-rule"]
+        assert report.notes == [
+            "team/rule.md: says exactly what team-rule.md says: the same memory, read once"
+        ]
+        assert [m.name for m in store.memories()] == ["team-rule"]
+    # Two identical files never imported before: one memory too; different ones are two.
+    other = tmp_path / "other"
+    write(other / "a" / "x.md", canonical("shared", "project", "shared", "same"))
+    write(other / "b" / "x.md", canonical("shared", "project", "shared", "same"))
+    write(other / "c" / "x.md", canonical("shared", "project", "shared", "not the same"))
+    report = import_memories(store, other)
+    assert report.created == ["shared", "shared-2"]
+    assert store.get("shared").body == "same" and store.get("shared-2").body == "not the same"
+
+
 def test_chinese_text_is_kept(store: MemoryStore, tmp_path: Path) -> None:
     write(
         tmp_path / "notes" / "db-rule.md",

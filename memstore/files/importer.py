@@ -70,6 +70,8 @@ class ImportItem:
     sha256: str = ""
     # False when the name was derived (from the file name or text), not given in the file.
     name_declared: bool = True
+    # The file this one says exactly the same memory as (see _make_names_unique).
+    copy_of: str | None = None
 
 
 @dataclass
@@ -272,12 +274,19 @@ def _name(given: Any, stem: str, extra: dict[str, Any], notes: list[str]) -> str
 
 def _make_names_unique(items: list[ImportItem]) -> None:
     """Give every item its own name. Names given in files claim theirs first, so that adding
-    a file with a derived name never takes the name of a memory another file declares."""
+    a file with a derived name never takes the name of a memory another file declares. A file
+    that says exactly what the file holding its name says is the same memory, not another
+    (a file in a subfolder and the copy export wrote of it): it is marked `copy_of` that one."""
     taken: dict[str, str] = {}
+    holder: dict[str, ImportItem] = {}
     # The next suffix to try per name: many files sharing a name cost one try each, not
     # one per file already numbered.
     next_number: dict[str, int] = {}
     for item in sorted(items, key=lambda i: not i.name_declared):
+        first = holder.get(item.name)
+        if first is not None and _same_memory(item, first):
+            item.copy_of = first.path
+            continue
         if item.name in taken:
             number = next_number.get(item.name, 2)
             while with_suffix(item.name, number) in taken:
@@ -289,6 +298,17 @@ def _make_names_unique(items: list[ImportItem]) -> None:
             )
             item.name = new_name
         taken[item.name] = item.path
+        holder[item.name] = item
+
+
+def _same_memory(item: ImportItem, other: ImportItem) -> bool:
+    return (item.name, item.type, item.description, item.body, item.extra) == (
+        other.name,
+        other.type,
+        other.description,
+        other.body,
+        other.extra,
+    )
 
 
 def says_version(item: ImportItem, version: dict[str, Any]) -> bool:
@@ -352,6 +372,8 @@ def import_memories(
     items, problems = read_folder(
         Path(directory), default_type=default_type, progress=progress, top_level=top_level
     )
+    copies = [item for item in items if item.copy_of is not None]
+    items = [item for item in items if item.copy_of is None]
     key = folder_key(Path(directory), store.path)
     legacy = legacy_key(Path(directory))
     if not allow_secrets:
@@ -359,6 +381,10 @@ def import_memories(
     if problems and not skip_invalid:
         raise ImportRejected(problems)
     report = ImportReport(problems=problems, dry_run=dry_run)
+    report.notes.extend(
+        f"{copy.path}: says exactly what {copy.copy_of} says: the same memory, read once"
+        for copy in copies
+    )
     if dry_run:
         with store.engine.connect() as connection:
             records = load_records(connection, key, legacy)
