@@ -424,6 +424,44 @@ def test_a_subfolder_file_and_its_exported_copy_are_one_memory(
     assert store.get("shared").body == "same" and store.get("shared-2").body == "not the same"
 
 
+def test_a_subfolder_file_edited_after_export_updates_its_memory(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    """The subfolder file is read instead of the copy export wrote of its memory: an edit
+    updates that memory; the text of an older version never brings it back."""
+    folder = tmp_path / "notes"
+    rule = folder / "team" / "rule.md"
+    write(rule, canonical("team-rule", "feedback", "a team rule", "rule"))
+    import_memories(store, folder)
+    export_memories(store, folder)
+    write(rule, canonical("team-rule", "feedback", "a team rule", "rule, second version"))
+    report = import_memories(store, folder)
+    assert (report.created, report.updated, report.unchanged) == ([], ["team-rule"], [])
+    assert "team-rule.md: as the last export wrote it; team/rule.md says its memory" in (
+        report.notes
+    )
+    assert [(m.name, m.body) for m in store.memories()] == [("team-rule", "rule, second version")]
+    assert export_memories(store, folder).written == ["team-rule.md"]
+    report = import_memories(store, folder)
+    assert (report.created, report.updated) == ([], [])
+
+    store.update("team-rule", body="rule, third version")  # the subfolder file is older now
+    export_memories(store, folder)
+    report = import_memories(store, folder)
+    assert (report.created, report.updated) == ([], [])
+    assert "team/rule.md: an older version of its memory" in "\n".join(report.notes)
+    assert [(m.name, m.body) for m in store.memories()] == [("team-rule", "rule, third version")]
+
+    # A file of the user's own at the top is not an exported copy: a subfolder file of the
+    # same name and other text is another memory, as before.
+    write(folder / "own.md", "---\nname: own\ntype: project\n---\nmy own file\n")
+    import_memories(store, folder)
+    export_memories(store, folder)
+    write(folder / "sub" / "own.md", canonical("own", "project", "own", "another text"))
+    report = import_memories(store, folder)
+    assert report.created == ["own-2"]
+
+
 def test_chinese_text_is_kept(store: MemoryStore, tmp_path: Path) -> None:
     write(
         tmp_path / "notes" / "db-rule.md",

@@ -11,7 +11,7 @@ import errno
 import os
 import re
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +35,12 @@ from memstore.files.export_state import (
     remember_files,
     sha256,
 )
-from memstore.files.format import INDEX_FILE_NAME, parse_memory_text, synced_extra
+from memstore.files.format import (
+    INDEX_FILE_NAME,
+    parse_memory_text,
+    render_memory_file,
+    synced_extra,
+)
 from memstore.limits import DESCRIPTION_MAX_CHARS
 from memstore.storage.models import MemoryRecord
 from memstore.storage.store import MemoryStore
@@ -70,8 +75,11 @@ class ImportItem:
     sha256: str = ""
     # False when the name was derived (from the file name or text), not given in the file.
     name_declared: bool = True
-    # The file this one says exactly the same memory as (see _make_names_unique).
-    copy_of: str | None = None
+    # Why the file is left out, said as a note: another file of the folder says its memory
+    # (see _make_names_unique).
+    left_out: str | None = None
+    # A file in a subfolder read instead of the top-level copy export wrote of its memory.
+    over_export: bool = False
 
 
 @dataclass
@@ -122,7 +130,11 @@ def read_folder(
     default_type: str | None = None,
     progress: Progress | None = None,
     top_level: bool = False,
+    exported: Callable[[list[ImportItem]], Collection[str]] | None = None,
 ) -> tuple[list[ImportItem], list[FileProblem]]:
+    """The folder's files as items, each with its own name (see _make_names_unique, to
+    which `exported` tells the top-level files still as memstore last wrote them), and the
+    files that cannot be read."""
     if not directory.is_dir():
         raise ImportFailed(f"no such folder: {directory}")
     problems: list[FileProblem] = []
@@ -135,7 +147,7 @@ def read_folder(
             problems.append(FileProblem(relative, str(error)))
         if progress is not None:
             progress(done, len(paths))
-    _make_names_unique(items)
+    _make_names_unique(items, exported)
     return items, problems
 
 
@@ -272,20 +284,46 @@ def _name(given: Any, stem: str, extra: dict[str, Any], notes: list[str]) -> str
     return name
 
 
-def _make_names_unique(items: list[ImportItem]) -> None:
+def _make_names_unique(
+    items: list[ImportItem], exported: Callable[[list[ImportItem]], Collection[str]] | None = None
+) -> None:
     """Give every item its own name. Names given in files claim theirs first, so that adding
-    a file with a derived name never takes the name of a memory another file declares. A file
-    that says exactly what the file holding its name says is the same memory, not another
-    (a file in a subfolder and the copy export wrote of it): it is marked `copy_of` that one."""
+    a file with a derived name never takes the name of a memory another file declares.
+
+    Export writes a memory read from a subfolder to `<name>.md` at the top: two files of one
+    memory. They are not made two memories. A file that says exactly what the file holding
+    its name says is left out (`left_out`). A file in a subfolder that declares the name of
+    a top-level file that is the copy export wrote of the memory of that name (`exported`
+    tells which) is read instead of it (`over_export`), and the exported copy is left out."""
     taken: dict[str, str] = {}
     holder: dict[str, ImportItem] = {}
+    as_exported: Collection[str] | None = None
+
+    def over_export(sub: ImportItem, top: ImportItem) -> bool:
+        nonlocal as_exported
+        if "/" not in sub.path or "/" in top.path or not sub.name_declared or exported is None:
+            return False
+        if as_exported is None:
+            as_exported = exported(items)
+        return top.path in as_exported
+
     # The next suffix to try per name: many files sharing a name cost one try each, not
     # one per file already numbered.
     next_number: dict[str, int] = {}
     for item in sorted(items, key=lambda i: not i.name_declared):
         first = holder.get(item.name)
         if first is not None and _same_memory(item, first):
-            item.copy_of = first.path
+            item.left_out = f"says exactly what {first.path} says: the same memory, read once"
+            continue
+        if first is not None and over_export(first, item):
+            first.over_export = True
+            item.left_out = f"as the last export wrote it; {first.path} says its memory"
+            continue
+        if first is not None and over_export(item, first):
+            item.over_export = True
+            first.left_out = f"as the last export wrote it; {item.path} says its memory"
+            taken[item.name] = item.path
+            holder[item.name] = item
             continue
         if item.name in taken:
             number = next_number.get(item.name, 2)
@@ -369,27 +407,29 @@ def import_memories(
     its memory (soft: `restore` brings it back), unless the memory changed since."""
     if default_type is not None:
         check_type(default_type)
-    items, problems = read_folder(
-        Path(directory), default_type=default_type, progress=progress, top_level=top_level
-    )
-    copies = [item for item in items if item.copy_of is not None]
-    items = [item for item in items if item.copy_of is None]
     key = folder_key(Path(directory), store.path)
     legacy = legacy_key(Path(directory))
+    items, problems = read_folder(
+        Path(directory),
+        default_type=default_type,
+        progress=progress,
+        top_level=top_level,
+        exported=lambda found: _as_exported(store, key, legacy, found),
+    )
+    left_out = [item for item in items if item.left_out is not None]
+    items = [item for item in items if item.left_out is None]
     if not allow_secrets:
         items = _without_secrets(items, problems, lambda found: _held(store, key, legacy, found))
     if problems and not skip_invalid:
         raise ImportRejected(problems)
     report = ImportReport(problems=problems, dry_run=dry_run)
-    report.notes.extend(
-        f"{copy.path}: says exactly what {copy.copy_of} says: the same memory, read once"
-        for copy in copies
-    )
+    report.notes.extend(f"{item.path}: {item.left_out}" for item in left_out)
     if dry_run:
         with store.engine.connect() as connection:
             records = load_records(connection, key, legacy)
             live = store.memories()
             items = _since_last_export(connection, items, records, live, report, force)
+            items = _not_older(connection, items, live, report)
         _raise_if_rejected(report, skip_invalid)
         actions = _plan(items, live, records, report)
         if deletions:
@@ -400,6 +440,7 @@ def import_memories(
         records = load_records(tx.connection, key, legacy)
         live = tx.memories()
         items = _since_last_export(tx.connection, items, records, live, report, force)
+        items = _not_older(tx.connection, items, live, report)
         _raise_if_rejected(report, skip_invalid)
         results: dict[str, MemoryRecord] = {}
         for item, memory, changes in _plan(items, live, records, report):
@@ -497,6 +538,53 @@ def _held(store: MemoryStore, key: str, legacy: str, items: list[ImportItem]) ->
         if memory is not None and says_version(item, memory.snapshot()):
             held.add(item.path)
     return held
+
+
+def _as_exported(store: MemoryStore, key: str, legacy: str, items: list[ImportItem]) -> set[str]:
+    """The paths of the items that are the copy export wrote of the live memory of the name
+    they say: memstore's canonical file of that memory, as memstore last wrote it there (a
+    file of the user's own, which export keeps in its own shape, is not one)."""
+    with store.engine.connect() as connection:
+        records = load_records(connection, key, legacy)
+    memories = {memory.id: memory for memory in store.memories()}
+    return {
+        item.path
+        for item in items
+        if (record := records.get(item.path)) is not None
+        and record.sha256 == item.sha256
+        and (memory := memories.get(record.memory_id)) is not None
+        and memory.name == item.name
+        and sha256(render_memory_file(memory).encode()) == item.sha256
+    }
+
+
+def _not_older(
+    connection: Connection, items: list[ImportItem], live: list[MemoryRecord], report: ImportReport
+) -> list[ImportItem]:
+    """Never backwards: a file read instead of the exported copy of its memory (`over_export`)
+    that says what an older version of that memory said is a stale copy, left out with a
+    note (the memory changed since, and export wrote the change to the top-level file)."""
+    by_name = {memory.name: memory for memory in live}
+    suspects = [
+        (item, memory)
+        for item in items
+        if item.over_export
+        and (memory := by_name.get(item.name)) is not None
+        and not says_version(item, memory.snapshot())
+    ]
+    if not suspects:
+        return items
+    versions = past_versions(connection, {memory.id for _, memory in suspects})
+    stale = set()
+    for item, memory in suspects:
+        if any(says_version(item, version) for version in versions[memory.id]):
+            stale.add(item.path)
+            report.unchanged.append(memory.name)
+            report.notes.append(
+                f"{item.path}: an older version of its memory; the database's is newer, so "
+                "the file is not imported"
+            )
+    return [item for item in items if item.path not in stale]
 
 
 def _raise_if_rejected(report: ImportReport, skip_invalid: bool) -> None:
