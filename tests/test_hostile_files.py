@@ -127,11 +127,13 @@ def test_moderate_nesting_is_still_imported(store: MemoryStore, tmp_path: Path) 
 def test_many_files_sharing_a_name_get_distinct_names(store: MemoryStore, tmp_path: Path) -> None:
     folder = tmp_path / "notes"
     for i in range(300):
-        write(folder / f"n{i:03d}.md", canonical("same"))
+        write(folder / f"n{i:03d}.md", canonical("same", f"body {i}"))
     write(folder / "declared.md", canonical("same-3"))  # a declared name keeps its name
+    write(folder / "z" / "copy.md", canonical("same", "body 7"))  # says what n007.md says
     report = import_memories(store, folder)
     assert sorted(report.created) == sorted(["same", *(f"same-{n}" for n in range(2, 302))])
     assert store.get("same-3").description == "about same-3"
+    assert "z/copy.md: says exactly what n007.md says: the same memory, read once" in (report.notes)
 
 
 # -- export -------------------------------------------------------------------------------------

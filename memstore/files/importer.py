@@ -8,6 +8,7 @@ and each normalisation is reported; only files that cannot be read as a memory a
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 import stat
@@ -297,6 +298,9 @@ def _make_names_unique(
     tells which) is read instead of it (`over_export`), and the exported copy is left out."""
     taken: dict[str, str] = {}
     holder: dict[str, ImportItem] = {}
+    # Each memory said so far, by what it says (its name as the file gives it, before any
+    # numbering), to the first file that said it.
+    said: dict[tuple[str, ...], ImportItem] = {}
     as_exported: Collection[str] | None = None
 
     def over_export(sub: ImportItem, top: ImportItem) -> bool:
@@ -311,10 +315,11 @@ def _make_names_unique(
     # one per file already numbered.
     next_number: dict[str, int] = {}
     for item in sorted(items, key=lambda i: not i.name_declared):
-        first = holder.get(item.name)
-        if first is not None and _same_memory(item, first):
-            item.left_out = f"says exactly what {first.path} says: the same memory, read once"
+        same = said.setdefault(_memory_key(item), item)
+        if same is not item:
+            item.left_out = f"says exactly what {same.path} says: the same memory, read once"
             continue
+        first = holder.get(item.name)
         if first is not None and over_export(first, item):
             first.over_export = True
             item.left_out = f"as the last export wrote it; {first.path} says its memory"
@@ -339,14 +344,10 @@ def _make_names_unique(
         holder[item.name] = item
 
 
-def _same_memory(item: ImportItem, other: ImportItem) -> bool:
-    return (item.name, item.type, item.description, item.body, item.extra) == (
-        other.name,
-        other.type,
-        other.description,
-        other.body,
-        other.extra,
-    )
+def _memory_key(item: ImportItem) -> tuple[str, ...]:
+    """What a file says as a memory: two files with equal keys are one memory."""
+    extra = json.dumps(item.extra, sort_keys=True, ensure_ascii=False, default=repr)
+    return (item.name, item.type, item.description, item.body, extra)
 
 
 def says_version(item: ImportItem, version: dict[str, Any]) -> bool:
