@@ -134,8 +134,8 @@ def read_folder(
     exported: Callable[[list[ImportItem]], Collection[str]] | None = None,
 ) -> tuple[list[ImportItem], list[FileProblem]]:
     """The folder's files as items, each with its own name (see _make_names_unique, to
-    which `exported` tells the top-level files still as memstore last wrote them), and the
-    files that cannot be read."""
+    which `exported` tells the top-level files that are copies export wrote), and the files
+    that cannot be read."""
     if not directory.is_dir():
         raise ImportFailed(f"no such folder: {directory}")
     problems: list[FileProblem] = []
