@@ -244,6 +244,8 @@ def test_a_memory_changed_on_both_sides_is_a_conflict(run: MemctlRunner, folder:
     assert refused.returncode == 1
     assert "invalid: user_role.md: edited by hand" in refused.stderr
     assert "memctl claude import --force" in refused.stderr
+    # The command that keeps the database's text is the Claude folder's, not .memory/'s.
+    assert "keep the database's with 'memctl claude export --force'" in refused.stderr
     assert memories(run)["user-role"]["body"] == "A data engineer (memstore's edit)."
     not_written = run("claude", "export")
     assert not_written.returncode == 1

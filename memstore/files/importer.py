@@ -400,12 +400,14 @@ def import_memories(
     top_level: bool = False,
     force: bool = False,
     deletions: bool = False,
+    export_command: str = "memctl export",
 ) -> ImportReport:
     """Import the folder's files in one transaction under `actor`. `top_level`: only files
     directly in the folder. `force`: a file edited since the last export whose memory also
     changed is imported over the database's version (which history keeps) instead of being
     refused as a conflict. `deletions`: a file of the folder's records that is gone deletes
-    its memory (soft: `restore` brings it back), unless the memory changed since."""
+    its memory (soft: `restore` brings it back), unless the memory changed since.
+    `export_command`: the command that writes this folder, as the messages name it."""
     if default_type is not None:
         check_type(default_type)
     key = folder_key(Path(directory), store.path)
@@ -429,7 +431,9 @@ def import_memories(
         with store.engine.connect() as connection:
             records = load_records(connection, key, legacy)
             live = store.memories()
-            items = _since_last_export(connection, items, records, live, report, force)
+            items = _since_last_export(
+                connection, items, records, live, report, force, export_command
+            )
             items = _not_older(connection, items, live, report)
         _raise_if_rejected(report, skip_invalid)
         actions = _plan(items, live, records, report)
@@ -440,7 +444,9 @@ def import_memories(
     with store.transaction(actor=actor, allow_secrets=allow_secrets) as tx:
         records = load_records(tx.connection, key, legacy)
         live = tx.memories()
-        items = _since_last_export(tx.connection, items, records, live, report, force)
+        items = _since_last_export(
+            tx.connection, items, records, live, report, force, export_command
+        )
         items = _not_older(tx.connection, items, live, report)
         _raise_if_rejected(report, skip_invalid)
         results: dict[str, MemoryRecord] = {}
@@ -600,6 +606,7 @@ def _since_last_export(
     live: list[MemoryRecord],
     report: ImportReport,
     force: bool = False,
+    export_command: str = "memctl export",
 ) -> list[ImportItem]:
     """The items to import: none that would bring back what the database has moved on from.
 
@@ -630,7 +637,7 @@ def _since_last_export(
             report.unchanged.append(item.name)
             report.notes.append(
                 f"{item.path}: an older version of its memory; the database's is newer, so "
-                "the file is not imported ('memctl export' rewrites it)"
+                f"the file is not imported ('{export_command}' rewrites it)"
             )
             continue
         since = "deleted" if memory is None else "changed"
@@ -646,7 +653,7 @@ def _since_last_export(
                 item.path,
                 f"edited by hand, and its memory was {since} in the database since the "
                 "last export: both are newer; keep the database's with "
-                "'memctl export --force', or redo the edit with 'memctl edit'",
+                f"'{export_command} --force', or redo the edit with 'memctl edit'",
             )
         )
     # Repairs are said of the files imported: one unchanged since was reported when it was.

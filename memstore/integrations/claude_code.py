@@ -152,6 +152,7 @@ def import_folder(
         actor=ACTOR,
         top_level=True,
         deletions=True,
+        export_command="memctl claude export",
         dry_run=dry_run,
         force=force,
         skip_invalid=skip_invalid,
