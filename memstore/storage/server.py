@@ -16,9 +16,11 @@ CONNECT_TIMEOUT_S = 5
 # memstore's queries are short: compiling one (JIT) or starting workers for it costs more
 # than it saves, which the planner's estimates on a large store may not see.
 SESSION_SETTINGS = ("SET jit = off", "SET max_parallel_workers_per_gather = 0")
+# From a clone, as the README installs memctl (agent-memstore is not on PyPI).
 MISSING_DRIVER = (
-    "memstore on PostgreSQL needs psycopg 3: pip install 'agent-memstore[postgres]'"
-    " (or pip install '.[postgres]' in a clone)"
+    "memstore on PostgreSQL needs psycopg 3, memctl's postgres extra: in memstore's clone, pip"
+    " install '.[postgres]' (pipx: pipx inject agent-memstore 'psycopg[binary]>=3.2'; uv: uv"
+    " tool install --force '.[postgres]', naming every extra you use)"
 )
 
 
