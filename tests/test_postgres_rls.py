@@ -123,7 +123,7 @@ def test_a_persons_user_memories_are_invisible_to_another(
     assert [e.memory_name for e in alice.history.events()] == ["tabs", "deploy", "tabs"]
     assert [r["actor"] for r in bob.history.runs()] == ["alice-agent", "bob-agent"]
     assert len(alice.history.runs()) == 3  # bob's run on vim is his alone
-    # Export to a folder of its own (Claude Code's): the team's memories and the person's own.
+    # Export: the team's memories and the person's own.
     assert sorted(export_memories(alice, tmp_path / "alice").written) == [
         "MEMORY.md",
         "deploy.md",
@@ -135,15 +135,6 @@ def test_a_persons_user_memories_are_invisible_to_another(
         "vim.md",
     ]
     assert "tabs" not in (tmp_path / "bob" / "MEMORY.md").read_text()
-    # The workspace's .memory/, which the team commits: the team's memories only, the same
-    # folder whoever exports it (a person's own would reach git, and churn with each export).
-    for person in (alice, bob):
-        shared = export_memories(person, tmp_path / "shared", shared=True)
-        assert sorted(path.name for path in (tmp_path / "shared").glob("*.md")) == [
-            "MEMORY.md",
-            "deploy.md",
-        ]
-    assert shared.written == [] and "tabs" not in (tmp_path / "shared" / "MEMORY.md").read_text()
 
 
 def test_memctl_sql_reads_no_other_persons_rows(

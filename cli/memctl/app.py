@@ -862,7 +862,7 @@ def _undo(store: MemoryStore, run: str | None, directory: Path) -> None:
 def _reexport(store: MemoryStore, directory: Path, *, force: bool = False) -> None:
     from memstore.files.exporter import export_memories
 
-    result = export_memories(store, directory, force=force, shared=True)
+    result = export_memories(store, directory, force=force)
     for note in result.notes:
         _err(f"note: {note}")
     _err(

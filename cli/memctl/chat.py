@@ -432,4 +432,4 @@ def _show_cost(agent: Agent, events: TerminalEvents) -> None:
 def _export(store: MemoryStore, export_dir: Path) -> None:
     from memstore.files.exporter import export_memories
 
-    export_memories(store, export_dir, shared=True)
+    export_memories(store, export_dir)

@@ -167,7 +167,7 @@ class AgentMemory:
         from memstore.files.exporter import export_memories
 
         try:
-            export_memories(self.store, self.export_dir, shared=True)
+            export_memories(self.store, self.export_dir)
             learning.exported = True
         except (MemstoreError, RecursionError, ValueError, TypeError) as error:
             # e.g. a hand-edited file (the database has it all), or a memory it cannot write

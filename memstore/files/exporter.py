@@ -108,12 +108,9 @@ def export_memories(
     force: bool = False,
     dry_run: bool = False,
     index: IndexUpdate | None = None,
-    shared: bool = False,
 ) -> ExportResult:
     """Write the folder; with `dry_run`, only say what would be written and removed. `index`
-    writes MEMORY.md in another tool's form instead of memstore's. On a server, a person's
-    `user` memories are theirs alone (docs/postgresql.md), so they are left out of a
-    `shared` folder: the workspace's .memory/, which the team commits."""
+    writes MEMORY.md in another tool's form instead of memstore's."""
     directory = Path(directory).resolve()
     try:
         if not dry_run:
@@ -122,19 +119,14 @@ def export_memories(
         raise ExportFailed(f"cannot create {directory}: {error.strerror or error}") from None
     with _folder_lock(directory):
         try:
-            return _export_locked(store, directory, force, dry_run, index, shared)
+            return _export_locked(store, directory, force, dry_run, index)
         except OSError as error:
             where = error.filename or directory
             raise ExportFailed(f"cannot read {where}: {error.strerror or error}") from None
 
 
 def _export_locked(
-    store: MemoryStore,
-    directory: Path,
-    force: bool,
-    dry_run: bool,
-    index: IndexUpdate | None,
-    shared: bool,
+    store: MemoryStore, directory: Path, force: bool, dry_run: bool, index: IndexUpdate | None
 ) -> ExportResult:
     if not dry_run:
         _remove_stale_temporaries(directory)
@@ -144,8 +136,7 @@ def _export_locked(
         memory_table.c[name] for name in ("id", "name", "type", "description", "version")
     ]
     with store.engine.connect() as connection:
-        shown = live & (memory_table.c.type != "user") if shared and store.url else live
-        memories = connection.execute(select(*summary_columns).where(shown)).all()
+        memories = connection.execute(select(*summary_columns).where(live)).all()
         records = load_records(connection, key, legacy_key(directory))
         renamed = _former_file_names(connection, memories, records)
     on_disk = _markdown_files(directory)

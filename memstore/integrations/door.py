@@ -78,7 +78,7 @@ class Door:
         """Write `.memory/` again. A failure (a hand-edited file, a full disk) does not undo the
         change, which the database holds: it is logged and kept in `export_failure`."""
         try:
-            export_memories(self.store, self.workspace.memory_folder, shared=True)
+            export_memories(self.store, self.workspace.memory_folder)
             self.export_failure = None
         except (MemstoreError, OSError, RecursionError, ValueError) as error:
             self.export_failure = str(error)
