@@ -169,28 +169,48 @@ def open_database(path: Path, *, create: bool = True) -> Engine:
             raise NoDatabase(str(path))
         if not _writable(path):
             return _open_read_only(path)
-    engine: Engine | None = None
     created = False
-    try:
-        if create:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            created = create_private_file(path)
-        engine = create_sqlite_engine(path)
-        # Comparing against SCHEMA_HEAD lets an up-to-date database open without Alembic.
-        if stored_revision(engine) != SCHEMA_HEAD:
-            from memstore.storage.migrate import upgrade_to_head  # imports Alembic
+    for attempt in range(OPEN_ATTEMPTS):
+        engine: Engine | None = None
+        try:
+            if create:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                created = create_private_file(path) or created
+            engine = create_sqlite_engine(path)
+            # Comparing against SCHEMA_HEAD lets an up-to-date database open without Alembic.
+            if stored_revision(engine) != SCHEMA_HEAD:
+                from memstore.storage.migrate import upgrade_to_head  # imports Alembic
 
-            upgrade_to_head(writer(engine), str(path))
-    except BaseException as error:
-        if engine is not None:
-            engine.dispose()
-        translated = database_error(path, error)
-        if translated is error:
-            raise
-        raise translated from error
+                upgrade_to_head(writer(engine), str(path))
+            break
+        except BaseException as error:
+            if engine is not None:
+                engine.dispose()
+            if attempt + 1 < OPEN_ATTEMPTS and _busy(error):
+                # Two processes creating one database at once: SQLite can refuse the second
+                # without waiting (switching a new file to WAL); it opens once the first has.
+                time.sleep(OPEN_RETRY_S)
+                continue
+            translated = database_error(path, error)
+            if translated is error:
+                raise
+            raise translated from error
     if create:
         ensure_gitignore(path, created=created)
+    assert engine is not None
     return engine
+
+
+# Opening a database another process is creating at the same moment: tries, and the pause
+# between them.
+OPEN_ATTEMPTS = 3
+OPEN_RETRY_S = 0.5
+
+
+def _busy(error: BaseException) -> bool:
+    """Whether `error` is SQLite's "database is locked" (directly or through SQLAlchemy)."""
+    reason = getattr(error, "orig", None) or error
+    return isinstance(reason, sqlite3.OperationalError) and "database is locked" in str(reason)
 
 
 def database_error(path: Path, error: BaseException) -> BaseException:
