@@ -538,13 +538,21 @@ def _held(store: MemoryStore, key: str, legacy: str, items: list[ImportItem]) ->
         if record is not None and item.sha256 == record.sha256:
             held.add(item.path)
             continue
-        # The memory the import would update (as _plan finds it); never a new one.
-        memory = (by_id.get(record.memory_id) if record is not None else None) or by_name.get(
-            item.name
-        )
+        memory = _updated_memory(item, record, by_id, by_name)  # never a new one
         if memory is not None and says_version(item, memory.snapshot()):
             held.add(item.path)
     return held
+
+
+def _updated_memory(
+    item: ImportItem,
+    record: Any,
+    by_id: dict[int, MemoryRecord],
+    by_name: dict[str, MemoryRecord],
+) -> MemoryRecord | None:
+    """The live memory a file updates: the one its record says it holds (the memory may have
+    been renamed since), else the one of the name it says; None when it makes a new one."""
+    return (by_id.get(record.memory_id) if record is not None else None) or by_name.get(item.name)
 
 
 def _as_exported(store: MemoryStore, key: str, legacy: str, items: list[ImportItem]) -> set[str]:
@@ -709,9 +717,7 @@ def _plan(
     actions: list[tuple[ImportItem, MemoryRecord | None, dict[str, Any]]] = []
     for item in items:
         record = records.get(item.path)
-        memory = (by_id.get(record.memory_id) if record is not None else None) or by_name.get(
-            item.name
-        )
+        memory = _updated_memory(item, record, by_id, by_name)
         if memory is None:
             report.created.append(item.name)
             actions.append((item, None, {}))
