@@ -456,6 +456,29 @@ def test_ctrl_c_mid_answer_keeps_the_partial_answer_once(
     assert "^C" not in screen
 
 
+def test_keys_typed_while_an_answer_streams_reach_the_next_prompt(
+    terminal: Any, anthropic_server: AnthropicServer
+) -> None:
+    # In the terminal's line mode a typed-ahead Enter arrived as a new line (the message was
+    # not sent) and a Ctrl-D was an end-of-file nobody read: the session never ended.
+    anthropic_server.script(
+        paused_reply("The first answer, then a pause before its end.", 2),
+        paused_reply("The second answer, then a pause before its end.", 2),
+    )
+    term = terminal("--no-memory")
+    term.type("first question\r")
+    term.wait_for("The first answer")
+    term.type("second question\r")
+    term.wait_for("The second answer")
+    term.type("\x04")
+    assert term.finish(timeout=30) == 0
+    assert user_texts(anthropic_server) == ["first question", "second question"]
+    screen = term.screen()
+    assert "pause before its end." in screen.split("The second answer")[1]
+    assert "second question" in screen  # shown at the prompt it reached, once
+    assert screen.count("second question") == 1
+
+
 def test_a_streamed_answer_taller_than_the_screen_is_shown_once(
     terminal: Any, anthropic_server: AnthropicServer
 ) -> None:

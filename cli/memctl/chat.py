@@ -21,7 +21,7 @@ from memctl.chat_input import (
     PipedInput,
     TerminalInput,
     interrupts_not_dropped,
-    keys_not_echoed,
+    keys_kept_for_the_prompt,
 )
 from memctl.render import count, one_line, print_table, recall_summary
 from memstore.agent.approval import SKIP_FLAG, ApprovalPolicy, load_allow_rules
@@ -248,7 +248,8 @@ def run_chat(
         if memory is not None and memory.semantic is not None:
             memory.semantic.start()  # while the user types the first prompt
         try:
-            _repl(agent, store, events, reader, export_dir)
+            with keys_kept_for_the_prompt() if tty else contextlib.nullcontext():
+                _repl(agent, store, events, reader, export_dir)
         finally:
             if memory is not None and memory.semantic is not None:
                 memory.semantic.close()
@@ -282,10 +283,7 @@ def _repl(
 def _turn(agent: Agent, text: str, events: TerminalEvents) -> None:
     """One turn, whatever happens in it: the session goes on."""
     try:
-        with (
-            interrupts_not_dropped(),
-            keys_not_echoed() if events.tty else contextlib.nullcontext(),
-        ):
+        with interrupts_not_dropped():
             outcome = agent.turn(text)
     except KeyboardInterrupt:
         events.waiting(False)

@@ -147,10 +147,13 @@ def _open_private(path: Path) -> Iterator[Any]:
 
 
 @contextlib.contextmanager
-def keys_not_echoed() -> Iterator[None]:
-    """While an answer streams: keys typed are not echoed (a `^C` echoed into the live area
-    moves the cursor, and the answer is drawn again below itself). They still reach the next
-    prompt, and Ctrl-C still interrupts."""
+def keys_kept_for_the_prompt() -> Iterator[None]:
+    """For the whole session, outside the prompt: keys typed are not echoed (a `^C` echoed
+    into the live area moves the cursor, and the answer is drawn again below itself) and not
+    edited by the terminal's line discipline, so what a person types ahead reaches the next
+    prompt as typed: Enter sends, Ctrl-D ends the session (in the terminal's line mode a
+    Ctrl-D was an end-of-file nobody read, and Enter arrived as Ctrl-J, a new line). Ctrl-C
+    still interrupts. The prompt sets its own mode and comes back to this one."""
     try:
         import termios
     except ImportError:  # not on a POSIX terminal
@@ -162,9 +165,12 @@ def keys_not_echoed() -> Iterator[None]:
     except termios.error:
         yield
         return
-    quiet = list(saved)
-    quiet[3] &= ~(termios.ECHO | termios.ECHOCTL)
-    termios.tcsetattr(descriptor, termios.TCSANOW, quiet)
+    kept = list(saved)
+    kept[0] &= ~termios.ICRNL
+    kept[3] &= ~(termios.ECHO | termios.ECHOCTL | termios.ICANON | termios.IEXTEN)
+    kept[6] = list(saved[6])
+    kept[6][termios.VMIN], kept[6][termios.VTIME] = 1, 0
+    termios.tcsetattr(descriptor, termios.TCSANOW, kept)
     try:
         yield
     finally:
