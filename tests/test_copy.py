@@ -374,10 +374,15 @@ def test_export_after_joining_finds_the_files_as_they_are(
     memctl("edit", "port", "-b", "8080 in dev")
     assert memctl("export").returncode == 0
     assert memctl("copy", "--to", postgres_url).returncode == 0
-    # What export last wrote stays behind; the files say what the copied history says.
+    # What export last wrote stays behind; the files say what the copied history says. On a
+    # server the `user` memory is the person's own: its file leaves the shared folder.
     done = memctl("--db", postgres_url, "export")
     assert done.returncode == 0, done.stderr
-    assert "0 written, 0 removed, 3 unchanged" in done.stderr
+    assert "1 written, 1 removed, 1 unchanged" in done.stderr
+    assert sorted(path.name for path in (tmp_path / ".memory").glob("*.md")) == [
+        "MEMORY.md",
+        "port.md",
+    ]
 
 
 def test_the_server_going_away_midway_leaves_it_as_it_was(

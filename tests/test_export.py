@@ -155,7 +155,7 @@ def test_a_hand_edited_database_cannot_steer_export_outside_the_folder(
         assert victim.read_text() == "keep me"
         connection.execute(
             "INSERT INTO memory (id, name, type, description, body, extra, version, created_at,"
-            " updated_at) SELECT max(id) + 1, '../../escaped', 'user', 'd', 'b', '{}', 1, 'now',"
+            " updated_at) SELECT max(id) + 1, '../../escaped', 'project', 'd', 'b', '{}', 1, 'now',"
             " 'now' FROM memory"
         )
     with pytest.raises(ExportFailed, match="invalid name"):

@@ -174,7 +174,7 @@ def test_hostile_answers_leave_the_store_valid_and_write_nothing_outside_memory(
     for expected in ["4,096 bytes", "secret-plans", "a second item named 'twin'", "single line"]:
         assert expected in reasons
     before = {p for p in tmp_path.rglob("*")}
-    export_memories(store, tmp_path / ".memory")
+    export_memories(store, tmp_path / ".memory", personal=True)  # all, on a server too
     written = {p for p in tmp_path.rglob("*")} - before
     assert all(p.is_relative_to(tmp_path / ".memory") for p in written)
     assert {p.name for p in written if p.suffix == ".md"} == {f"{n}.md" for n in names} | {

@@ -222,7 +222,7 @@ def test_import_export_import_loses_nothing(store: MemoryStore, tmp_path: Path) 
     write(folder / "笔记" / "数据库.md", "---\nname: 数据库\ntype: project\n---\n生产库只读。\n")
     import_memories(store, folder)
     before = {m.name: (m.type, m.description, m.body, m.extra) for m in store.memories()}
-    export_memories(store, tmp_path / "out")
+    export_memories(store, tmp_path / "out", personal=True)  # all, on a server too
 
     with MemoryStore(tmp_path / "fresh.db") as fresh:
         import_memories(fresh, tmp_path / "out")
@@ -1053,7 +1053,7 @@ def test_a_hand_written_index_is_kept_until_forced(store: MemoryStore, tmp_path:
     assert (folder / "MEMORY.md").read_text().startswith("# Memory index")
     assert "MEMORY.md" in export_memories(store, folder, force=True).written
     assert (folder / "MEMORY.md").read_text().startswith("- [")
-    store.create("new-one", "user", "a new memory", "body")
+    store.create("new-one", "project", "a new memory", "body")
     assert export_memories(store, folder).written == ["new-one.md", "MEMORY.md"]
 
 
@@ -1062,6 +1062,6 @@ def test_export_removes_only_files_of_deleted_memories(store: MemoryStore, tmp_p
     original = claude_code_folder(folder)
     import_memories(store, folder, skip_invalid=True, default_type="project")
     store.delete("infra-notes")
-    result = export_memories(store, folder)
+    result = export_memories(store, folder, personal=True)  # Claude Code's: a person's own
     assert result.removed == ["20-infrastructure-old.md"]
     assert {p.name for p in folder.iterdir()} == set(original) - {"20-infrastructure-old.md"}

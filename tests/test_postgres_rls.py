@@ -19,6 +19,7 @@ import pytest
 from memstore.errors import (
     CannotUndo,
     ConsolidationRefused,
+    ExportConflict,
     InvalidMemory,
     MemoryExists,
     MemoryNotFound,
@@ -123,18 +124,69 @@ def test_a_persons_user_memories_are_invisible_to_another(
     assert [e.memory_name for e in alice.history.events()] == ["tabs", "deploy", "tabs"]
     assert [r["actor"] for r in bob.history.runs()] == ["alice-agent", "bob-agent"]
     assert len(alice.history.runs()) == 3  # bob's run on vim is his alone
-    # Export: the team's memories and the person's own.
-    assert sorted(export_memories(alice, tmp_path / "alice").written) == [
+    # Export to a folder of one's own (Claude Code's): the team's memories and the person's.
+    assert sorted(export_memories(alice, tmp_path / "alice", personal=True).written) == [
         "MEMORY.md",
         "deploy.md",
         "tabs.md",
     ]
-    assert sorted(export_memories(bob, tmp_path / "bob").written) == [
+    assert sorted(export_memories(bob, tmp_path / "bob", personal=True).written) == [
         "MEMORY.md",
         "deploy.md",
         "vim.md",
     ]
     assert "tabs" not in (tmp_path / "bob" / "MEMORY.md").read_text()
+    # Any other folder may be committed (the workspace's .memory/ is): the team's memories
+    # only, the same folder whoever exports it.
+    shared = tmp_path / "shared"
+    for person in (alice, bob, alice):
+        export_memories(person, shared)
+        assert sorted(path.name for path in shared.iterdir() if path.suffix == ".md") == [
+            "MEMORY.md",
+            "deploy.md",
+        ]
+    assert "Alice" not in (shared / "MEMORY.md").read_text()
+
+
+def test_a_persons_own_files_leave_a_shared_folder(
+    alice: MemoryStore, bob: MemoryStore, tmp_path: Path
+) -> None:
+    """Files an export wrote for a person's `user` memories (before this rule, or where no
+    record of the folder knows them: a copy, another clone) are removed; text the database
+    does not have is never removed."""
+    alice.create("tabs", "user", "Alice indents with tabs", "Tabs, width four.")
+    alice.create("theme", "user", "Alice likes a dark theme", "Dark theme everywhere.")
+    alice.create("deploy", "project", "Deploy with docker compose", "docker compose up -d")
+    shared, own = tmp_path / "shared", tmp_path / "own"
+    export_memories(alice, shared, personal=True)  # what an export wrote before the rule
+    export_memories(alice, own, personal=True)
+    (shared / "theme.md").write_text((own / "theme.md").read_text() + "\nAnd in the terminal.\n")
+    with pytest.raises(ExportConflict) as refused:
+        export_memories(alice, shared)
+    assert refused.value.reasons == {"theme.md": "file"}  # `memctl import` brings it in first
+    assert (shared / "tabs.md").exists()  # a refused export changes nothing
+    import_memories(alice, shared)
+    assert "terminal" in alice.get("theme").body
+    done = export_memories(alice, shared)
+    assert sorted(done.removed) == ["tabs.md", "theme.md"]
+    assert sorted(path.name for path in shared.glob("*.md")) == ["MEMORY.md", "deploy.md"]
+
+    # No record of this folder knows them: one that says what its memory said is removed,
+    # a file of the same name with other text stays.
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    (clone / "tabs.md").write_bytes((own / "tabs.md").read_bytes())
+    (clone / "theme.md").write_text("---\nname: theme\ntype: user\n---\nLight, in fact.\n")
+    done = export_memories(alice, clone)
+    assert done.removed == ["tabs.md"]
+    assert sorted(path.name for path in clone.glob("*.md")) == [
+        "MEMORY.md",
+        "deploy.md",
+        "theme.md",
+    ]
+    # bob's export of the same folder knows nothing of alice's own: it removes nothing.
+    (clone / "tabs.md").write_bytes((own / "tabs.md").read_bytes())
+    assert export_memories(bob, clone).removed == []
 
 
 def test_memctl_sql_reads_no_other_persons_rows(
@@ -145,7 +197,7 @@ def test_memctl_sql_reads_no_other_persons_rows(
     alice.delete("gone")
     deploy = alice.create("deploy", "project", "Deploy with docker compose", "docker compose up")
     alice.save_vectors("m", [(m.id, m.version, b"\0" * 8) for m in alice.memories()], wait_ms=1000)
-    export_memories(alice, tmp_path / "export")
+    export_memories(alice, tmp_path / "export", personal=True)
     with MemoryStore(team.superuser) as superuser:
         superuser.purge("gone")  # a superuser bypasses row-level security (and may purge)
     private_words = ("tab", "gone", "width", "space", "alice's")

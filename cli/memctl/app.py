@@ -944,7 +944,8 @@ def export_command(
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite files edited by hand.")] = False,
 ) -> None:
-    """Write the canonical .memory/ files and MEMORY.md."""
+    """Write the canonical .memory/ files and MEMORY.md. On a server your `user` memories stay
+    out (the folder is shared): `memctl claude export` writes them to your own folder."""
     folder = _folder(directory)
     with _store() as store:
         _reexport(store, folder, force=force)

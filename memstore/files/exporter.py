@@ -108,9 +108,15 @@ def export_memories(
     force: bool = False,
     dry_run: bool = False,
     index: IndexUpdate | None = None,
+    personal: bool = False,
 ) -> ExportResult:
     """Write the folder; with `dry_run`, only say what would be written and removed. `index`
-    writes MEMORY.md in another tool's form instead of memstore's."""
+    writes MEMORY.md in another tool's form instead of memstore's.
+
+    On a server a person's `user` memories are theirs alone (row-level security): they are
+    written only to a `personal` folder (Claude Code's, in their home). Any other folder may
+    be committed and shared, as the workspace's .memory/ is: it leaves them out, and a file
+    an earlier export wrote for one is removed."""
     directory = Path(directory).resolve()
     try:
         if not dry_run:
@@ -119,14 +125,19 @@ def export_memories(
         raise ExportFailed(f"cannot create {directory}: {error.strerror or error}") from None
     with _folder_lock(directory):
         try:
-            return _export_locked(store, directory, force, dry_run, index)
+            return _export_locked(store, directory, force, dry_run, index, personal)
         except OSError as error:
             where = error.filename or directory
             raise ExportFailed(f"cannot read {where}: {error.strerror or error}") from None
 
 
 def _export_locked(
-    store: MemoryStore, directory: Path, force: bool, dry_run: bool, index: IndexUpdate | None
+    store: MemoryStore,
+    directory: Path,
+    force: bool,
+    dry_run: bool,
+    index: IndexUpdate | None,
+    personal: bool,
 ) -> ExportResult:
     if not dry_run:
         _remove_stale_temporaries(directory)
@@ -136,8 +147,10 @@ def _export_locked(
         memory_table.c[name] for name in ("id", "name", "type", "description", "version")
     ]
     with store.engine.connect() as connection:
-        memories = connection.execute(select(*summary_columns).where(live)).all()
+        every = connection.execute(select(*summary_columns).where(live)).all()
         records = load_records(connection, key, legacy_key(directory))
+        private = {} if personal or store.url is None else _persons_own(every)
+        memories = [memory for memory in every if memory.id not in private]
         renamed = _former_file_names(connection, memories, records)
     on_disk = _markdown_files(directory)
     # Names and records come from a database file someone may have edited by hand: nothing
@@ -176,7 +189,7 @@ def _export_locked(
         _plan_index(
             store, plan, directory, text.encode(), records.get(INDEX_FILE_NAME), on_disk, force
         )
-    live_ids = {memory.id for memory in memories}
+    live_ids = {memory.id for memory in every}
     stale = [name for name in records if name not in targets and name != INDEX_FILE_NAME]
     for file_name in stale:
         record = records[file_name]
@@ -186,8 +199,12 @@ def _export_locked(
             plan.removals.append(file_name)
         else:
             kind = "both" if record.memory_id in live_ids else "deleted"
+            if record.memory_id in private:  # a person's own, edited here since
+                same = record.memory_version == private[record.memory_id].version
+                kind = "file" if same else "both"
             plan.suspects[file_name] = (record.memory_id, _read(directory / file_name), kind, None)
     _settle_suspects(store, plan)
+    _plan_private_leftovers(store, plan, directory, private, records, targets, on_disk)
     if plan.conflicts:
         raise ExportConflict(str(directory), sorted(plan.conflicts), plan.conflicts)
     if index is not None:
@@ -442,6 +459,38 @@ def _settle_suspects(store: MemoryStore, plan: _Plan) -> None:
             plan.removals.append(file_name)
         else:
             plan.writes[file_name] = content
+
+
+def _persons_own(memories: Sequence[Row[Any]]) -> dict[int, Row[Any]]:
+    """On a server: the `user` memories among those the role sees, each the person's own."""
+    return {memory.id: memory for memory in memories if memory.type == "user"}
+
+
+def _plan_private_leftovers(
+    store: MemoryStore,
+    plan: _Plan,
+    directory: Path,
+    private: dict[int, Row[Any]],
+    records: dict[str, Row[Any]],
+    targets: dict[str, Row[Any]],
+    on_disk: dict[str, os.stat_result],
+) -> None:
+    """A person's own memory in a file no record of this folder knows (it was exported
+    before `memctl copy` brought the store to the server, or from another clone): removed
+    when it says exactly what a version of the memory said, else left as someone's file."""
+    planned = {*plan.writes, *plan.removals, *plan.conflicts, *records, *targets}
+    found = {
+        memory_file_name(memory.name): memory.id
+        for memory in private.values()
+        if memory_file_name(memory.name) in on_disk and memory_file_name(memory.name) not in planned
+    }
+    if not found:
+        return
+    with store.engine.connect() as connection:
+        versions = past_versions(connection, set(found.values()))
+    for file_name, memory_id in sorted(found.items()):
+        if file_says_a_version(_read(directory / file_name), file_name, versions[memory_id]):
+            plan.removals.append(file_name)
 
 
 @dataclass

@@ -168,11 +168,12 @@ def export_folder(
 ) -> ExportResult:
     """The store's memories written back into Claude Code's folder: files as they are
     unless their memory changed, a changed one rewritten in place, a new memory as a new
-    file, MEMORY.md in Claude Code's form."""
+    file, MEMORY.md in Claude Code's form. The folder is in the person's home, their own:
+    on a server it gets their `user` memories too."""
     existing(folder)
     _check_entries(folder.path)
     return export_memories(
-        door.store, folder.path, force=force, dry_run=dry_run, index=claude_index
+        door.store, folder.path, force=force, dry_run=dry_run, index=claude_index, personal=True
     )
 
 
