@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -310,3 +311,29 @@ def test_an_index_memstore_wrote_for_an_older_state_is_rewritten(
     assert "MEMORY.md" in result.written and result.notes == []
     assert "a new description" in (copy / "MEMORY.md").read_text()
     assert "note-2" not in (copy / "MEMORY.md").read_text()
+
+
+def test_the_index_links_the_file_each_memory_is_kept_in(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    # A folder of hand-written notes, imported: each memory stays in its file, and MEMORY.md
+    # linked `<name>.md`, which is not there.
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "my notes (deploy).md").write_text(
+        "---\nname: deploy\ntype: project\ndescription: How we deploy\n---\nWith compose.\n"
+    )
+    (folder / "feedback_commits.md").write_text(
+        "---\nname: commits\ntype: feedback\ndescription: Commit style\n---\nImperative.\n"
+    )
+    import_memories(store, folder)
+    store.create("fresh", "project", "A new one", "Written by the export.")
+    export_memories(store, folder)
+    index = (folder / "MEMORY.md").read_text()
+    assert "- [deploy](<my notes (deploy).md>) — How we deploy\n" in index
+    links = re.findall(r"\]\(<?(.+?)>?\) — ", index)
+    assert sorted(links) == ["feedback_commits.md", "fresh.md", "my notes (deploy).md"]
+    assert all((folder / link).is_file() for link in links)
+    # The index is memstore's: the next change rewrites it.
+    store.update("fresh", description="A newer one")
+    assert "MEMORY.md" in export_memories(store, folder).written

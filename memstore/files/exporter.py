@@ -185,7 +185,10 @@ def _export_locked(
             plan, directory, file_name, full, records.get(file_name), on_disk.get(file_name), force
         )
     if index is None:
-        text = render_index(MemorySummary(m.name, m.type, m.description) for m in memories)
+        text = render_index(
+            (MemorySummary(m.name, m.type, m.description) for m in memories),
+            files={memory.name: file_name for file_name, memory in targets.items()},
+        )
         _plan_index(
             store, plan, directory, text.encode(), records.get(INDEX_FILE_NAME), on_disk, force
         )
@@ -379,7 +382,10 @@ def _plan_given_index(
         plan.writes[INDEX_FILE_NAME] = content
 
 
-_INDEX_LINE = re.compile(r"- \[(?P<name>[a-z0-9-]+)\]\((?P=name)\.md\) — [^\n]*\n")
+# The link is `<name>.md`, or the file a memory imported from another tool is kept in.
+_INDEX_LINE = re.compile(
+    r"- \[(?P<name>[a-z0-9-]+)\]\((?:<[^<>\n]+\.md>|[^\s()<>]+\.md)\) — [^\n]*\n"
+)
 _OMITTED_NOTE = re.compile(r"> (?P<count>[1-9][0-9]{0,9}) more memories are not listed[^\n]*\n")
 
 

@@ -288,11 +288,17 @@ def _json_safe(value: Any) -> Any:
     return convert(value)
 
 
-def render_index(entries: Iterable[MemorySummary], *, max_bytes: int = INDEX_MAX_BYTES) -> str:
+def render_index(
+    entries: Iterable[MemorySummary],
+    *,
+    max_bytes: int = INDEX_MAX_BYTES,
+    files: Mapping[str, str] | None = None,
+) -> str:
     """MEMORY.md: one line per memory, preferences first, at most 200 lines and 25,000 bytes
-    (`max_bytes` for a smaller room: Claude Code's hook context)."""
+    (`max_bytes` for a smaller room: Claude Code's hook context). `files` maps the name of a
+    memory kept in another file than `<name>.md` (one imported from another tool) to it."""
     ordered = sorted(entries, key=lambda e: (TYPE_ORDER.get(e.type, len(TYPE_ORDER)), e.name))
-    lines = [index_line(entry) for entry in ordered]
+    lines = [index_line(entry, (files or {}).get(entry.name)) for entry in ordered]
     if len(lines) <= INDEX_MAX_LINES and sum(len(x.encode()) for x in lines) <= max_bytes:
         return "".join(lines)
     kept: list[str] = []
@@ -311,7 +317,16 @@ def index_line(entry: MemorySummary, file_name: str | None = None) -> str:
     """`- [name](file) — description`: memstore's index line, and Claude Code's form too
     (`file_name` when the memory is kept in another file than `<name>.md`)."""
     description = shorten(entry.description, INDEX_DESCRIPTION_MAX_CHARS)
-    return f"- [{entry.name}]({file_name or memory_file_name(entry.name)}) — {description}\n"
+    target = _link_target(file_name or memory_file_name(entry.name))
+    return f"- [{entry.name}]({target}) — {description}\n"
+
+
+def _link_target(file_name: str) -> str:
+    """A file name as a Markdown link's target: in angle brackets when a space or a
+    parenthesis would end a plain one (a hand-written file, `my notes.md`)."""
+    if not re.search(r"[\s()<>]", file_name):
+        return file_name
+    return "<" + file_name.replace("<", "%3C").replace(">", "%3E") + ">"
 
 
 def omitted_note(count: int, max_bytes: int) -> str:

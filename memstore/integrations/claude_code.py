@@ -195,7 +195,9 @@ def _check_entries(folder: Path) -> None:
 
 
 def _link(file_name: str) -> re.Pattern[str]:
-    return re.compile(rf"^\s*[-*+]\s.*\]\((?:\./)?{re.escape(file_name)}\)")
+    """A list line linking the file: `(name.md)`, `(./name.md)` or `(<my name.md>)`."""
+    name = re.escape(file_name)
+    return re.compile(rf"^\s*[-*+]\s.*\]\((?:\./)?(?:{name}|<{name}>)\)")
 
 
 def claude_index(
