@@ -6,8 +6,9 @@ once, at its edge, and passes the values down; a library function called from Py
 a value reads its default here. docs/settings.md lists each with its default.
 
 Two variables are also read by memctl's option parser, from the names below, so that --help
-shows them and a bad value is reported as the option's: MEMSTORE_DB (--db) and
-MEMSTORE_CONTEXT_TOKENS (--context-tokens).
+shows them: MEMSTORE_DB (--db; a bad value is reported, naming it, by the command that opens
+the database, never by --help) and MEMSTORE_CONTEXT_TOKENS (--context-tokens; a bad value is
+reported as the option's).
 
 Old names (MEMCTL_DB, MEMCTL_CEILING_DIRECTORIES) still work for one release: one line on
 stderr says so, once per process, and a new name that is also set wins without a word.
@@ -56,8 +57,11 @@ _noted: set[str] = set()
 class Settings:
     """The environment's settings, as values. An empty variable counts as not set."""
 
-    # A file (SQLite), or a PostgreSQL server's URL, kept as typed (is_server_url).
-    db: Path | str | None
+    # MEMSTORE_DB (or its old name) as typed, and the name it was read from; read as a
+    # database's location only when asked for (db), so that a bad value stops only what
+    # needs the database.
+    db_typed: str | None
+    db_variable: str
     ceiling_directories: frozenset[Path]
     # On a server, the project namespace (storage/namespace.py); None: the workspace's.
     namespace: str | None
@@ -74,20 +78,31 @@ class Settings:
     # Claude Code's own folder ($CLAUDE_CONFIG_DIR, as Claude Code reads it, else ~/.claude).
     claude_config_dir: Path
 
+    @property
+    def db(self) -> Path | str | None:
+        """The database MEMSTORE_DB names: a file (SQLite), or a PostgreSQL server's URL kept
+        as typed (is_server_url); None when it is not set. InvalidSettings, naming the
+        variable, for a value that is neither (database_location): raised here, when the
+        database is wanted, not as the settings are read, so that a bad MEMSTORE_DB stops no
+        `--help` and nothing that does not open the database."""
+        if self.db_typed is None:
+            return None
+        try:
+            return database_location(self.db_typed)
+        except InvalidSettings as error:
+            raise InvalidSettings(f"{self.db_variable}: {error}") from None
+
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if environ is None else environ
         db = _value(env, DB_VARIABLE)
-        try:
-            location = database_location(db) if db else None
-        except InvalidSettings as error:
-            raise InvalidSettings(f"{DB_VARIABLE}: {error}") from None
         ceilings = (_value(env, CEILINGS_VARIABLE) or "").split(os.pathsep)
         model_dir = env.get(MODEL_DIR_VARIABLE)
         settings_file = env.get(SETTINGS_VARIABLE)
         config = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
         return cls(
-            db=location,
+            db_typed=db,
+            db_variable=DB_VARIABLE if env.get(DB_VARIABLE) or not db else OLD_NAMES[DB_VARIABLE],
             ceiling_directories=frozenset(Path(os.path.abspath(c)) for c in ceilings if c),
             namespace=env.get(NAMESPACE_VARIABLE) or None,
             model=env.get(MODEL_VARIABLE) or DEFAULT_MODEL,

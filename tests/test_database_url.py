@@ -165,6 +165,35 @@ def test_another_scheme_is_refused_not_taken_for_a_path(
         assert line.startswith("memctl: hook: ") and "neither a file's path" in line
 
 
+@pytest.mark.parametrize("url", ["postgresql://u@h:notaport/db", "mysql://x/y"])
+def test_a_bad_memstore_db_stops_only_what_opens_the_database(
+    url: str, memctl: MemctlRunner, tmp_path: Path
+) -> None:
+    env = {"MEMSTORE_DB": url}
+    for args in (
+        ["--help"],
+        ["list", "--help"],
+        ["add", "-h"],
+        ["semantic", "status", "--help"],
+        ["--db", url, "search", "--help"],
+    ):
+        shown = memctl(*args, env=env)
+        assert shown.returncode == 0 and shown.stdout.startswith("Usage: memctl"), (args, shown)
+        assert shown.stderr == ""
+    version = memctl("--version", env=env)
+    assert version.returncode == 0 and version.stdout.startswith("memctl ")
+    for args in (["list"], ["add", "q", "-t", "user", "-d", "q", "-b", "q"], ["path"]):
+        done = memctl(*args, env=env)
+        assert done.returncode == 1 and done.stdout == "", (args, done)
+        (line,) = done.stderr.splitlines()
+        assert line.startswith("memctl: error: MEMSTORE_DB: the database"), line
+    # A --db given wins over it, before or after the command name.
+    given = memctl("add", "q", "-t", "user", "-d", "q", "-b", "q", "--db", "m.db", env=env)
+    assert given.returncode == 0, given.stderr
+    assert memctl("--db", "m.db", "list", env=env).stdout.startswith("NAME")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.db"]
+
+
 def test_a_sqlite_url_is_refused_with_a_hint(memctl: MemctlRunner) -> None:
     done = memctl("--db", "sqlite:///tmp/x.db", "list")
     assert "give the file's path, not a sqlite:// URL" in done.stderr
@@ -178,8 +207,9 @@ def test_the_python_api_reads_a_location_as_memctl_does(tmp_path: Path) -> None:
             StoreReader(url)
         with pytest.raises(InvalidSettings):
             database_location(url)
+        settings = Settings.from_environment({"MEMSTORE_DB": url})  # read when wanted
         with pytest.raises(InvalidSettings, match=r"^MEMSTORE_DB: "):
-            Settings.from_environment({"MEMSTORE_DB": url})
+            _ = settings.db
         event = {"hook_event_name": "SessionStart", "cwd": str(tmp_path)}
         assert respond(json.dumps(event), db=url) == ""
     assert list(tmp_path.iterdir()) == []

@@ -56,27 +56,65 @@ DEFAULT_DIRECTORY = ".memory"
 CONSOLIDATION_SKIPPED_EXIT = 75
 
 
-class State:
-    """Where this command's memory is: set while the command line is parsed (_set_db)."""
+class _Location:
+    """Where this command's memory is: found while the command line is parsed (_set_db), given
+    out when the command asks. A --db or MEMSTORE_DB that names nothing memstore can open is
+    kept, not raised, until then: `memctl COMMAND --help` works whatever MEMSTORE_DB says, and
+    a command that needs the database says what is wrong with it in one line."""
 
-    db: Path | str = Path(DEFAULT_DIRECTORY) / "memstore.db"  # a str: a server's URL
-    db_given = False  # by --db or MEMSTORE_DB
-    given: Path | str | None = None  # as given (a server's URL before its namespace is added)
-    workspace = Workspace(Path("."), "")
-    settings: Settings  # the environment's, read as the command line is parsed
+    def __init__(self) -> None:
+        self._db: Path | str = Path(DEFAULT_DIRECTORY) / "memstore.db"  # a str: a server's URL
+        self._workspace = Workspace(Path("."), "")
+        # As given (a server's URL before its namespace is added).
+        self._given: Path | str | None = None
+        self.error: MemstoreError | None = None  # why the database given cannot be used
+        self.db_given = False  # by --db or MEMSTORE_DB
+        self.settings: Settings  # the environment's, read as the command line is parsed
+
+    def found(self, db: Path | str, workspace: Workspace, given: Path | str | None) -> None:
+        self._db, self._workspace, self._given, self.error = db, workspace, given, None
+
+    def _usable(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+    @property
+    def db(self) -> Path | str:
+        self._usable()
+        return self._db
+
+    @property
+    def workspace(self) -> Workspace:
+        self._usable()
+        return self._workspace
+
+    @property
+    def given(self) -> Path | str | None:
+        self._usable()
+        return self._given
 
 
-def _set_db(value: str | None) -> str | None:
+State = _Location()
+
+
+def _set_db(ctx: typer.Context, value: str | None) -> str | None:
     if value is None and State.db_given:
         return value  # given before the command name, not repeated after it
     State.settings = Settings.from_environment()
-    # The settings hold a database given by an old variable name (Click reads the new one).
-    given = database_location(value) if value is not None else State.settings.db
-    State.db_given = given is not None
-    State.given = given
-    State.db, State.workspace = locate(
-        given, Path.cwd(), State.settings.ceiling_directories, State.settings.namespace
-    )
+    # The option reads MEMSTORE_DB too (for --help): the settings read it as the old name,
+    # and name it in their error. (Typer's own copy of Click's ParameterSource, by name.)
+    source = ctx.get_parameter_source("db")
+    typed = None if source is not None and source.name == "ENVIRONMENT" else value
+    State.db_given = typed is not None or State.settings.db_typed is not None
+    try:
+        given = database_location(typed) if typed is not None else State.settings.db
+        db, workspace = locate(
+            given, Path.cwd(), State.settings.ceiling_directories, State.settings.namespace
+        )
+    except MemstoreError as error:  # said by the command that needs the database
+        State.error = error
+        return value
+    State.found(db, workspace, given)
     return value
 
 
