@@ -48,12 +48,12 @@ def test_user_errors_are_one_line_without_traceback(memctl: MemctlRunner) -> Non
         memctl("add", "Bad Name", "-t", "user", "-d", "x", "-b", "y"), "kebab-case"
     )
     assert_one_line_error(memctl("add", "ok", "-t", "user", "-d", "x", input=""), "body")
-    assert_one_line_error(memctl("show", "missing"), "no memory named 'missing'")
     assert_one_line_error(memctl("rm", "missing"), "no memory named")
     assert_one_line_error(memctl("restore", "missing"), "cannot restore")
+    add_tabs(memctl)
+    assert_one_line_error(memctl("show", "missing"), "no memory named 'missing'")
     assert_one_line_error(memctl("sql", "DELETE FROM memory"), "readonly")
     assert_one_line_error(memctl("sql", "SELEC nonsense"), "syntax error")
-    add_tabs(memctl)
     assert_one_line_error(memctl("edit", "user-preference-tabs", "--name", "x y"), "kebab-case")
     assert_one_line_error(memctl("add", "x", "-t", "opinion", "-d", "x", "-b", "y"), "invalid type")
     assert_one_line_error(memctl("list", "-t", "opinion"), "invalid type")
@@ -62,6 +62,36 @@ def test_user_errors_are_one_line_without_traceback(memctl: MemctlRunner) -> Non
     assert_one_line_error(
         memctl("edit", "user-preference-tabs", env={"EDITOR": '"unclosed', "VISUAL": ""}), "editor"
     )
+
+
+def test_a_refused_command_creates_no_database(memctl: MemctlRunner, tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("in the way")
+    secret = "sk-ant-api03-" + "A" * 80
+    no_model = {"ANTHROPIC_API_KEY": "", "ANTHROPIC_AUTH_TOKEN": "", "ANTHROPIC_BASE_URL": ""}
+    refused = [
+        (["add", "Bad Name", "-t", "user", "-d", "x", "-b", "y"], "kebab-case"),
+        (["add", "ok", "-t", "opinion", "-d", "x", "-b", "y"], "invalid type"),
+        (["add", "ok", "-t", "user", "-d", "x", "-b", f"key {secret}"], "--allow-secret"),
+        (["add", "ok", "-t", "user", "-d", "x", "-b", " "], "body"),
+        (["--db", "new/m.db", "add", "ok", "-t", "user", "-d", "", "-b", "y"], "description"),
+        (["rm", "missing"], "no memory named 'missing'"),
+        (["edit", "missing", "-d", "x"], "no memory named 'missing'"),
+        (["restore", "missing"], "cannot restore 'missing'"),
+        (["purge", "missing", "--yes"], "no history for 'missing'"),
+        (["export", ""], "empty string"),
+        (["export", "a-file"], "cannot create"),
+        (["consolidate"], "needs the model"),
+        (["consolidate", "--undo"], "no consolidation run to undo"),
+    ]
+    for workspace in ("bare", "with-memory"):
+        if workspace == "with-memory":  # a .memory/ of the user's own, with no database yet
+            (tmp_path / ".memory").mkdir()
+            (tmp_path / ".memory" / "notes.txt").write_text("mine")
+        before = sorted(p for p in tmp_path.rglob("*"))
+        for args, said in refused:
+            assert_one_line_error(memctl(*args, env=no_model), said)
+            assert sorted(p for p in tmp_path.rglob("*")) == before, (workspace, args)
+    assert (tmp_path / ".memory" / "notes.txt").read_text() == "mine"
 
 
 def test_unopenable_database_is_one_line(memctl: MemctlRunner, tmp_path: Path) -> None:

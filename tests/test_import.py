@@ -723,6 +723,48 @@ def test_cli_dry_run(memctl: MemctlRunner, tmp_path: Path) -> None:
         assert store.history.events() == []
 
 
+def tree(folder: Path) -> dict[str, bytes | None]:
+    """Every file and folder below `folder`, with the files' content: the disk as it is."""
+    return {
+        str(path.relative_to(folder)): None if path.is_dir() else path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+    }
+
+
+def test_a_refused_import_creates_nothing(memctl: MemctlRunner, tmp_path: Path) -> None:
+    write(tmp_path / "notes" / "good.md", canonical("good", "user", "Good", "Good"))
+    (tmp_path / "notes" / "no-body.md").write_bytes(BAD_FILES["no-body"][0])
+    write(tmp_path / "typeless" / "misc.md", "---\nname: misc\ndescription: Misc\n---\nBody\n")
+    secret = "sk-ant-api03-" + "A" * 80
+    write(tmp_path / "secret" / "key.md", canonical("key", "user", "Key", f"The key: {secret}"))
+    write(tmp_path / "fine" / "good.md", canonical("good", "user", "Good", "Good"))
+    for workspace in ("bare", "with-memory"):
+        if workspace == "with-memory":  # a .memory/ of the user's own, with no database yet
+            write(tmp_path / ".memory" / "mine.md", canonical("mine", "user", "Mine", "Mine"))
+        before = tree(tmp_path)
+        for args in (
+            ["notes"],
+            ["notes", "--dry-run"],
+            ["typeless"],
+            ["secret"],
+            ["no-such-folder"],
+            ["fine", "--default-type", "bogus"],
+            ["fine", "--dry-run"],  # a dry run that would import: nothing written either
+            ["--db", "new/m.db", "notes"],
+        ):
+            done = memctl("import", *args)
+            assert done.returncode == (0 if "--dry-run" in args and "fine" in args else 1), done
+            assert "Traceback" not in done.stderr
+            assert tree(tmp_path) == before, (workspace, args)
+    # What it would have imported, it does once nothing refuses it.
+    done = memctl("import", "notes", "--skip-invalid")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / ".memory" / "memstore.db").is_file()
+    assert (tmp_path / ".memory" / ".gitignore").is_file()
+    with cli_store(tmp_path) as store:
+        assert [m.name for m in store.memories()] == ["good"]
+
+
 def test_cli_default_type(memctl: MemctlRunner, tmp_path: Path) -> None:
     write(tmp_path / "notes" / "misc.md", "---\nname: misc\ndescription: Misc\n---\nBody\n")
 

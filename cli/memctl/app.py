@@ -32,8 +32,10 @@ from memctl.render import (
     visible_controls,
 )
 from memstore.errors import (
+    MemoryNotFound,
     MemstoreError,
     NoDatabase,
+    NothingToRestore,
     SecretRefused,
     SemanticUnavailable,
     StoreUnavailable,
@@ -153,6 +155,20 @@ app = typer.Typer(
 def _db_exists() -> bool:
     """Whether the database is there: a server's always is (opening it creates the schema)."""
     return isinstance(State.db, str) or State.db.exists()
+
+
+def _no_database_yet() -> bool:
+    """Whether opening the store would create its database (a SQLite file not there yet).
+    A command that may refuse what it was given checks that first then, so that a refusal
+    leaves the disk as it was: no .memory/, database or .gitignore made for nothing."""
+    return isinstance(State.db, Path) and not State.db.exists()
+
+
+def _memory_to_change(name: str) -> None:
+    """Before a command that changes the memory `name` opens the store: with no database yet
+    there is no such memory (the store's own error), and none is created."""
+    if _no_database_yet():
+        raise MemoryNotFound(name)
 
 
 def _store(actor: str = "cli", *, read_only: bool = False) -> MemoryStore:
@@ -327,6 +343,10 @@ def add(
             fail("give the body with --body, or pipe it on stdin")
         body = sys.stdin.read()
     try:
+        if _no_database_yet():
+            from memstore.storage.validation import check_new_memory
+
+            check_new_memory(name, type, description, body, allow_secrets=allow_secret)
         with _store() as store:
             memory = store.create(name, type, description, body, allow_secrets=allow_secret)
     except SecretRefused as error:
@@ -346,6 +366,7 @@ def edit(
     allow_secret: AllowSecretOption = False,
 ) -> None:
     """Change a memory: with options, or in $EDITOR on its canonical text."""
+    _memory_to_change(name)
     with _store() as store:
         if any(v is not None for v in (new_name, type, description, body)):
             fields: dict[str, Any] = {
@@ -409,6 +430,7 @@ def _edit_in_editor(
 @app.command("rm")
 def remove(name: str) -> None:
     """Delete a memory (it stays in history; 'memctl restore' brings it back)."""
+    _memory_to_change(name)
     with _store() as store:
         store.delete(name)
     _err(f"deleted {name} (restore with: memctl restore {name})")
@@ -417,6 +439,8 @@ def remove(name: str) -> None:
 @app.command()
 def restore(name: str, allow_secret: AllowSecretOption = False) -> None:
     """Bring back the most recently deleted memory of this name."""
+    if _no_database_yet():
+        raise NothingToRestore(name, "no deleted memory has that name")
     try:
         with _store() as store:
             store.restore(name, allow_secrets=allow_secret)
@@ -697,6 +721,8 @@ def purge(
     their content replaced by a marker and its SHA-256; recorded as its own run."""
     import getpass
 
+    if _no_database_yet():
+        fail(f"no history for {name!r}")
     with _store(actor="purge") as store:
         store.command += f" (by {getpass.getuser()})"
         events = store.history.events(name)
@@ -829,13 +855,16 @@ def consolidate(
     if run is not None and not undo:
         fail("a run id is only taken with --undo")
     directory = directory or State.workspace.memory_folder
+    client = None if undo else make_client()
+    if not undo and client is None:
+        fail(f"consolidation needs the model: {NO_MODEL_HELP}")
+    if undo and _no_database_yet():
+        fail("no consolidation run to undo")
     with _store(actor="cli") as store:
         if undo:
             _undo(store, run, directory)
             return
-        client = make_client()
-        if client is None:
-            fail(f"consolidation needs the model: {NO_MODEL_HELP}")
+        assert client is not None
         # One consolidation of a store at a time, from reading it to applying the plan; a
         # dry run changes nothing and takes no turn.
         alone = contextlib.nullcontext() if dry_run else consolidation.consolidation_lock(store)
@@ -985,6 +1014,8 @@ def export_command(
     """Write the canonical .memory/ files and MEMORY.md. On a server your `user` memories stay
     out (the folder is shared): `memctl claude export` writes them to your own folder."""
     folder = _folder(directory)
+    if folder.exists() and not folder.is_dir():  # said before a database is created for it
+        fail(f"cannot create {folder.absolute()}: a file is there, not a folder")
     with _store() as store:
         _reexport(store, folder, force=force)
 
@@ -1017,14 +1048,25 @@ def import_command(
     """Read memory files (ours, Claude Code's, hand-written) into the database; a file removed
     from the folder since deletes its memory (docs/file-format.md)."""
     from memstore.errors import ImportRejected
-    from memstore.files.importer import import_memories
+    from memstore.files.importer import import_memories, read_for_import
 
     folder = _folder(directory)
     if folder.is_file():
         fail(f"{folder} is a file: memctl import reads a folder (put the file in one)")
     progress = _progress_printer() if sys.stderr.isatty() else None
     try:
-        with _store(actor="import") as store:
+        read = None
+        new = _no_database_yet()
+        if new:  # read and checked first: an import refused creates no database
+            read = read_for_import(
+                folder,
+                None,
+                skip_invalid=skip_invalid,
+                default_type=default_type,
+                progress=progress,
+                allow_secrets=allow_secret,
+            )
+        with _import_store(dry_run=dry_run and new) as store:
             report = import_memories(
                 store,
                 folder,
@@ -1034,6 +1076,7 @@ def import_command(
                 progress=progress,
                 allow_secrets=allow_secret,
                 deletions=not keep_removed,
+                read=read,
             )
     except ImportRejected as error:
         for problem in error.problems:
@@ -1042,6 +1085,23 @@ def import_command(
     except SecretRefused as error:
         _secret_hint(error)
     _render_import(report, folder)
+
+
+@contextlib.contextmanager
+def _import_store(*, dry_run: bool) -> Iterator[MemoryStore]:
+    """The store an import goes into; for a dry run with no database yet, an empty one in a
+    temporary folder, gone after: a dry run creates nothing."""
+    if not dry_run:
+        with _store(actor="import") as store:
+            yield store
+        return
+    import tempfile
+
+    with (
+        tempfile.TemporaryDirectory(prefix="memctl-dry-run-") as folder,
+        MemoryStore(Path(folder) / "empty.db", actor="import") as store,
+    ):
+        yield store
 
 
 def _render_import(report: Any, directory: Path) -> None:

@@ -8,6 +8,7 @@ and each normalisation is reported; only files that cannot be read as a memory a
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import os
 import re
@@ -387,6 +388,60 @@ def _changes(item: ImportItem, memory: MemoryRecord) -> dict[str, Any]:
     return {key: value for key, value in wanted.items() if getattr(memory, key) != value}
 
 
+@dataclass
+class FolderRead:
+    """A folder's files as import reads them, checked, before anything is written."""
+
+    items: list[ImportItem]
+    left_out: list[ImportItem]  # the same memory as another file says (their notes)
+    problems: list[FileProblem]  # what --skip-invalid skips
+
+
+def read_for_import(
+    directory: str | Path,
+    store: MemoryStore | None,
+    *,
+    skip_invalid: bool = False,
+    default_type: str | None = None,
+    progress: Progress | None = None,
+    allow_secrets: bool = False,
+    top_level: bool = False,
+) -> FolderRead:
+    """The folder's files read and checked as import_memories reads them into `store` (None:
+    a store not created yet, which holds nothing): InvalidMemory for a bad `default_type`,
+    ImportFailed for no folder, ImportRejected for files that cannot be imported (unless
+    `skip_invalid`). It writes nothing: memctl reads a folder with it before it creates a
+    database, so that an import refused leaves no database behind."""
+    if default_type is not None:
+        check_type(default_type)
+    exported: Callable[[list[ImportItem]], Collection[str]] | None = None
+    held: Callable[[list[ImportItem]], set[str]] = _held_by_none
+    if store is not None:
+        key = folder_key(Path(directory), store.path)
+        legacy = legacy_key(Path(directory))
+        exported = functools.partial(_as_exported, store, key, legacy)
+        held = functools.partial(_held, store, key, legacy)
+    items, problems = read_folder(
+        Path(directory),
+        default_type=default_type,
+        progress=progress,
+        top_level=top_level,
+        exported=exported,
+    )
+    left_out = [item for item in items if item.left_out is not None]
+    items = [item for item in items if item.left_out is None]
+    if not allow_secrets:
+        items = _without_secrets(items, problems, held)
+    if problems and not skip_invalid:
+        raise ImportRejected(problems)
+    return FolderRead(items, left_out, problems)
+
+
+def _held_by_none(items: list[ImportItem]) -> set[str]:
+    """What a store not created yet holds of `items`: nothing (see _held)."""
+    return set()
+
+
 def import_memories(
     store: MemoryStore,
     directory: str | Path,
@@ -401,30 +456,28 @@ def import_memories(
     force: bool = False,
     deletions: bool = False,
     export_command: str = "memctl export",
+    read: FolderRead | None = None,
 ) -> ImportReport:
     """Import the folder's files in one transaction under `actor`. `top_level`: only files
     directly in the folder. `force`: a file edited since the last export whose memory also
     changed is imported over the database's version (which history keeps) instead of being
     refused as a conflict. `deletions`: a file of the folder's records that is gone deletes
     its memory (soft: `restore` brings it back), unless the memory changed since.
-    `export_command`: the command that writes this folder, as the messages name it."""
-    if default_type is not None:
-        check_type(default_type)
+    `export_command`: the command that writes this folder, as the messages name it.
+    `read`: the folder as read_for_import read it already (with the same options)."""
+    if read is None:
+        read = read_for_import(
+            directory,
+            store,
+            skip_invalid=skip_invalid,
+            default_type=default_type,
+            progress=progress,
+            allow_secrets=allow_secrets,
+            top_level=top_level,
+        )
     key = folder_key(Path(directory), store.path)
     legacy = legacy_key(Path(directory))
-    items, problems = read_folder(
-        Path(directory),
-        default_type=default_type,
-        progress=progress,
-        top_level=top_level,
-        exported=lambda found: _as_exported(store, key, legacy, found),
-    )
-    left_out = [item for item in items if item.left_out is not None]
-    items = [item for item in items if item.left_out is None]
-    if not allow_secrets:
-        items = _without_secrets(items, problems, lambda found: _held(store, key, legacy, found))
-    if problems and not skip_invalid:
-        raise ImportRejected(problems)
+    items, left_out, problems = read.items, read.left_out, read.problems
     report = ImportReport(problems=problems, dry_run=dry_run)
     report.notes.extend(f"{item.path}: {item.left_out}" for item in left_out)
     if dry_run:

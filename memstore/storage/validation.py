@@ -9,8 +9,9 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+from typing import Any
 
-from memstore.errors import InvalidMemory
+from memstore.errors import InvalidMemory, SecretRefused
 from memstore.limits import DESCRIPTION_MAX_CHARS
 from memstore.storage.records import MemoryType
 
@@ -101,6 +102,33 @@ def check_body(body: str) -> str:
     if size > BODY_MAX_BYTES:
         raise InvalidMemory("body", f"must be at most {BODY_MAX_BYTES} bytes, got {size}")
     return body
+
+
+def check_new_memory(
+    name: str,
+    type_: str,
+    description: str,
+    body: str,
+    extra: dict[str, Any] | None = None,
+    *,
+    allow_secrets: bool = False,
+) -> None:
+    """Refuse, as MemoryStore.create does before it writes, a new memory whose fields break
+    these rules (InvalidMemory) or that holds what looks like a secret (SecretRefused, unless
+    `allow_secrets`), with no store: memctl checks before it creates a database, so that a
+    memory refused leaves none behind. The store checks again, and what only it can tell
+    (a name already taken)."""
+    name = check_name(name)
+    check_type(type_)
+    description = check_description(description)
+    body = check_body(body)
+    if allow_secrets:
+        return
+    from memstore.storage.secrets import memory_secret  # compiles its patterns: only here
+
+    found = memory_secret(name, description, body, dict(extra or {}))
+    if found is not None:
+        raise SecretRefused(found.field, found.finding.kind, name)
 
 
 def slugify(text: str, max_length: int = NAME_MAX_LENGTH) -> str:
