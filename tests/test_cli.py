@@ -9,6 +9,8 @@ import sqlite3
 import sys
 from pathlib import Path
 
+import pytest
+
 from memstore.storage.store import MemoryStore
 from tests.conftest import MemctlRunner
 
@@ -324,6 +326,26 @@ def test_search_leaves_out_stopwords(memctl: MemctlRunner) -> None:
     assert question[0]["score"] > 0.01
     nothing = memctl("search", "how do we deploy the database")
     assert nothing.stdout == "" and "no memory matches" in nothing.stderr
+
+
+def test_a_match_in_a_small_store_is_not_shown_as_score_zero(memctl: MemctlRunner) -> None:
+    """In a store of two memories bm25 scores a word one of them has at about 0 (its idf is
+    floored at 1e-6): the table showed the match at 0.00. It shows the score as it is, the
+    order as the JSON's."""
+    for name, description, body in [
+        ("tabs", "Indentation: 4 spaces", "Indentation is 4 spaces; indentation is checked."),
+        ("db", "Tests hit a real database", "Integration tests use a real SQLite database."),
+    ]:
+        assert memctl("add", name, "-t", "project", "-d", description, "-b", body).returncode == 0
+    for word in ("indentation", "database"):
+        rows = [line.split() for line in memctl("search", word).stdout.splitlines()[1:]]
+        (hit,) = json.loads(memctl("search", word, "--json").stdout)
+        assert [row[0] for row in rows] == [hit["name"]]
+        assert rows[0][2] != "0.00" and float(rows[0][2]) == pytest.approx(hit["score"], rel=0.05)
+        assert 0 < hit["score"] < 0.005  # bm25 as it is: the JSON's meaning is unchanged
+    recalled = memctl("recall", "--offline", "indentation rules", env={"MEMSTORE_SEMANTIC": "off"})
+    (row,) = [line.split() for line in recalled.stdout.splitlines()[1:]]
+    assert row[0] == "tabs" and row[1] != "0.00" and float(row[1]) > 0
 
 
 def test_search_finds_a_lone_letter_or_digit_and_quotes_a_long_query_short(

@@ -29,6 +29,7 @@ from memctl.render import (
     print_json_rows,
     print_table,
     recall_summary,
+    shown_score,
     visible_controls,
 )
 from memstore.errors import (
@@ -475,7 +476,10 @@ def search(
     elif hits:
         print_table(
             ["NAME", "TYPE", "SCORE", "DESCRIPTION"],
-            [(h.memory.name, h.memory.type, f"{h.score:.2f}", h.memory.description) for h in hits],
+            [
+                (h.memory.name, h.memory.type, shown_score(h.score), h.memory.description)
+                for h in hits
+            ],
         )
     else:
         _err(f"no memory matches {_quoted(query)}")
@@ -533,7 +537,11 @@ def recall_command(
     if result.names:
         headers = ["NAME", "SCORE", "DESCRIPTION"]
         rows = [
-            [n, f"{result.scores[n]:.2f}" if n in result.scores else "", m.description if m else ""]
+            [
+                n,
+                shown_score(result.scores[n]) if n in result.scores else "",
+                m.description if m else "",
+            ]
             for n, m in memories.items()
         ]
         if result.matched:  # the keyword path says which words each memory has

@@ -23,7 +23,7 @@ from memctl.chat_input import (
     interrupts_not_dropped,
     keys_kept_for_the_prompt,
 )
-from memctl.render import count, one_line, print_table, recall_summary
+from memctl.render import count, one_line, print_table, recall_summary, shown_score
 from memstore.agent.approval import SKIP_FLAG, ApprovalPolicy, load_allow_rules
 from memstore.agent.compact import CompactionSettings
 from memstore.agent.instructions import project_instructions
@@ -412,7 +412,7 @@ def _show_recall(agent: Agent, events: TerminalEvents) -> None:
         near = result.similarity.get(name)
         events.line(
             f"  {name}"
-            + (f"  score {score:.2f}" if score is not None else "")
+            + (f"  score {shown_score(score)}" if score is not None else "")
             + (f"  similar {near:.2f}" if near is not None else "")
             + (f"  matched: {matched}" if matched else "")
         )

@@ -25,6 +25,16 @@ def count(number: int, singular: str, plural: str = "") -> str:
     return f"{number} {singular if number == 1 else plural or singular + 's'}"
 
 
+def shown_score(score: float) -> str:
+    """A search or recall score for a table: two decimals, unless that would show a match as
+    0.00. bm25 scores a word that half the memories or more have at about 0 (FTS5 floors its
+    idf at 1e-6), as every word in a store of two memories: two significant digits
+    then (2.7e-06), so that it still reads as a match and still orders."""
+    if score == 0 or round(score, 2) != 0:
+        return f"{score:.2f}"
+    return f"{score:.1e}"
+
+
 def recall_summary(result: Recall) -> str:
     """Which path recalled how many memories, and why."""
     why = f" ({result.reason})" if result.reason else ""
