@@ -296,7 +296,7 @@ def test_a_file_claude_code_deletes_deletes_its_memory_unless_it_changed(
     )
 
 
-def test_no_folder_is_one_line(run: MemctlRunner, home: Path) -> None:
+def test_no_folder_is_one_line(run: MemctlRunner, home: Path, project: Path) -> None:
     for command in ("import", "export"):
         result = run("claude", command)
         assert result.returncode == 1
@@ -304,11 +304,12 @@ def test_no_folder_is_one_line(run: MemctlRunner, home: Path) -> None:
         assert "no Claude Code memory folder for" in result.stderr
         assert 'mkdir -p "$(memctl claude path)"' in result.stderr  # how to start one
     assert not (home / ".claude").exists()
+    assert not (project / ".memory").exists()  # refused: no database made for nothing
 
 
 @pytest.mark.parametrize("case", ["link", "climbing-name", "huge"])
 def test_hostile_files_are_refused_and_change_nothing(
-    run: MemctlRunner, folder: Path, tmp_path: Path, case: str
+    run: MemctlRunner, folder: Path, tmp_path: Path, project: Path, case: str
 ) -> None:
     outside = tmp_path / "outside.md"
     outside.write_bytes(b"---\nname: secret-plan\ndescription: x\ntype: user\n---\n\nOutside.\n")
@@ -332,6 +333,7 @@ def test_hostile_files_are_refused_and_change_nothing(
     assert result.returncode == 1
     assert expected in result.stderr.splitlines()
     assert result.stderr.splitlines()[-1].startswith("memctl: error: import aborted")
+    assert not (project / ".memory").exists()  # no database made for nothing
     assert memories(run) == {}
     assert entries(folder) == before
     assert outside.read_bytes() == outside_before

@@ -1251,10 +1251,20 @@ def claude_import(
 ) -> None:
     """Read Claude Code's memory folder of this workspace into the database."""
     from memstore.errors import ImportRejected
+    from memstore.files.importer import read_for_import
     from memstore.integrations.claude_code import existing, import_folder
 
     folder = existing(_claude_folder())
     try:
+        read = None
+        if not dry_run and _no_database_yet():  # checked first: a refusal creates nothing
+            read = read_for_import(
+                folder.path,
+                None,
+                skip_invalid=skip_invalid,
+                default_type=default_type,
+                top_level=True,
+            )
         with _claude_door(dry_run) as door:
             report = import_folder(
                 door,
@@ -1263,6 +1273,7 @@ def claude_import(
                 force=force,
                 skip_invalid=skip_invalid,
                 default_type=default_type,
+                read=read,
             )
     except ImportRejected as error:
         for problem in error.problems:
@@ -1288,9 +1299,9 @@ def claude_export(
 ) -> None:
     """Write the database's memories back into Claude Code's memory folder, in place."""
     from memstore.errors import ExportConflict
-    from memstore.integrations.claude_code import export_folder
+    from memstore.integrations.claude_code import existing, export_folder
 
-    folder = _claude_folder()
+    folder = existing(_claude_folder())  # before the store: a refusal creates no database
     try:
         with _claude_door(dry_run) as door:
             result = export_folder(door, folder, dry_run=dry_run, force=force)

@@ -29,7 +29,7 @@ from pathlib import Path
 from memstore.errors import ExportFailed, NoClaudeFolder
 from memstore.files.exporter import ExportResult, export_memories
 from memstore.files.format import TYPE_ORDER, index_line
-from memstore.files.importer import MAX_FILE_BYTES, ImportReport, import_memories
+from memstore.files.importer import MAX_FILE_BYTES, FolderRead, ImportReport, import_memories
 from memstore.integrations.door import Door
 from memstore.storage.models import MemorySummary
 
@@ -142,9 +142,11 @@ def import_folder(
     force: bool = False,
     skip_invalid: bool = False,
     default_type: str | None = None,
+    read: FolderRead | None = None,
 ) -> ImportReport:
     """Claude Code's memories into the store, as one run of the actor `claude-code`; then
-    `.memory/` is written again, as after any change through a door."""
+    `.memory/` is written again, as after any change through a door. `read`: the folder as
+    read_for_import read it already (top_level, with the same options)."""
     existing(folder)
     report = import_memories(
         door.store,
@@ -157,6 +159,7 @@ def import_folder(
         force=force,
         skip_invalid=skip_invalid,
         default_type=default_type,
+        read=read,
     )
     if report.run_id is not None:
         door.export()
