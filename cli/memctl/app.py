@@ -863,16 +863,16 @@ def consolidate(
     if run is not None and not undo:
         fail("a run id is only taken with --undo")
     directory = directory or State.workspace.memory_folder
-    client = None if undo else make_client()
-    if not undo and client is None:
-        fail(f"consolidation needs the model: {NO_MODEL_HELP}")
-    if undo and _no_database_yet():
-        fail("no consolidation run to undo")
-    with _store(actor="cli") as store:
-        if undo:
+    if undo:
+        if _no_database_yet():
+            fail("no consolidation run to undo")
+        with _store(actor="cli") as store:
             _undo(store, run, directory)
-            return
-        assert client is not None
+        return
+    client = make_client()
+    if client is None:  # said before a database is created for nothing
+        fail(f"consolidation needs the model: {NO_MODEL_HELP}")
+    with _store(actor="cli") as store:
         # One consolidation of a store at a time, from reading it to applying the plan; a
         # dry run changes nothing and takes no turn.
         alone = contextlib.nullcontext() if dry_run else consolidation.consolidation_lock(store)

@@ -28,7 +28,6 @@ from memstore.errors import (
     MemoryExists,
     MemoryNotFound,
     NothingToRestore,
-    SecretRefused,
 )
 from memstore.storage import chain, who
 from memstore.storage.engine import insert_rows, to_json
@@ -47,6 +46,7 @@ from memstore.storage.validation import (
     check_description,
     check_name,
     check_type,
+    refuse_secrets,
     with_suffix,
 )
 
@@ -455,13 +455,8 @@ class WriteTransaction:
     def _refuse_secrets(self, memory: MemoryRecord) -> None:
         """The one secrets check of every write that makes a memory's text live: create,
         update, restore, and so import, undo, extraction, consolidation and /remember."""
-        if self.allow_secrets:
-            return
-        from memstore.storage.secrets import memory_secret  # compiles its patterns: only on writes
-
-        found = memory_secret(memory.name, memory.description, memory.body, memory.extra)
-        if found is not None:
-            raise SecretRefused(found.field, found.finding.kind, memory.name)
+        if not self.allow_secrets:
+            refuse_secrets(memory.name, memory.description, memory.body, memory.extra)
 
     def by_id(self, memory_id: int) -> MemoryRecord:
         """This transaction's view of a memory, live or deleted."""

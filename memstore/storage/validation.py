@@ -122,11 +122,15 @@ def check_new_memory(
     check_type(type_)
     description = check_description(description)
     body = check_body(body)
-    if allow_secrets:
-        return
-    from memstore.storage.secrets import memory_secret  # compiles its patterns: only here
+    if not allow_secrets:
+        refuse_secrets(name, description, body, dict(extra or {}))
 
-    found = memory_secret(name, description, body, dict(extra or {}))
+
+def refuse_secrets(name: str, description: str, body: str, extra: dict[str, Any]) -> None:
+    """SecretRefused when a memory's text holds what looks like a secret."""
+    from memstore.storage.secrets import memory_secret  # compiles its patterns: only on writes
+
+    found = memory_secret(name, description, body, extra)
     if found is not None:
         raise SecretRefused(found.field, found.finding.kind, name)
 
