@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import termios
 import threading
 import time
 from collections.abc import Iterator
@@ -480,6 +481,30 @@ def test_keys_typed_while_an_answer_streams_reach_the_next_prompt(
     assert "pause before its end." in screen.split("The second answer")[1]
     assert "second question" in screen  # shown at the prompt it reached, once
     assert screen.count("second question") == 1
+
+
+@pytest.mark.parametrize("how", ["ctrl-d", "a refusal at start-up"])
+def test_the_terminal_is_left_as_it_was(
+    tmp_path: Path, anthropic_server: AnthropicServer, how: str
+) -> None:
+    # The chat takes the terminal out of line mode from its start: every way out restores it.
+    args = ["chat", "--no-memory"]
+    if how != "ctrl-d":
+        args += ["--workspace", str(tmp_path / "no-such-folder")]
+    term = Terminal(args, cwd=tmp_path, env=model_env(anthropic_server))
+    try:
+        before = termios.tcgetattr(term.fd)
+        if how == "ctrl-d":
+            term.wait_for("›")
+            term.type("\x04")
+            assert term.finish() == 0
+        else:
+            assert term.finish() == 1
+            assert "no folder" in term.screen()
+        assert termios.tcgetattr(term.fd) == before
+        assert before[3] & termios.ICANON and before[3] & termios.ECHO
+    finally:
+        term.close()
 
 
 def test_a_streamed_answer_taller_than_the_screen_is_shown_once(

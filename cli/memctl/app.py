@@ -806,6 +806,26 @@ def chat(
     ] = False,
 ) -> None:
     """Talk to a coding agent that remembers across sessions."""
+    from memctl.chat_input import keys_kept_for_the_prompt
+
+    # From the start: what a person types while memctl starts (the agent's modules take a
+    # moment to load) reaches the first prompt as typed.
+    on_terminal = sys.stdin.isatty() and sys.stdout.isatty()
+    with keys_kept_for_the_prompt() if on_terminal else contextlib.nullcontext():
+        _chat(
+            workspace, model, no_memory, context_tokens, session, resume, dangerously_skip_approvals
+        )
+
+
+def _chat(
+    workspace: Path | None,
+    model: str | None,
+    no_memory: bool,
+    context_tokens: int,
+    session: str | None,
+    resume: bool,
+    skip_approvals: bool,
+) -> None:
     from memctl.chat import run_chat
     from memstore.llm.client import make_client
 
@@ -827,7 +847,7 @@ def chat(
         client=client,
         context_tokens=context_tokens,
         resume=session or ("last" if resume else None),
-        skip_approvals=dangerously_skip_approvals,
+        skip_approvals=skip_approvals,
         settings_file=State.settings.settings_file,
     )
 

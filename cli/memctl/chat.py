@@ -8,7 +8,6 @@ scripts): plain text, streamed as it comes, nothing cut.
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -21,7 +20,6 @@ from memctl.chat_input import (
     PipedInput,
     TerminalInput,
     interrupts_not_dropped,
-    keys_kept_for_the_prompt,
 )
 from memctl.render import count, one_line, print_table, recall_summary, shown_score
 from memstore.agent.approval import SKIP_FLAG, ApprovalPolicy, load_allow_rules
@@ -248,8 +246,7 @@ def run_chat(
         if memory is not None and memory.semantic is not None:
             memory.semantic.start()  # while the user types the first prompt
         try:
-            with keys_kept_for_the_prompt() if tty else contextlib.nullcontext():
-                _repl(agent, store, events, reader, export_dir)
+            _repl(agent, store, events, reader, export_dir)
         finally:
             if memory is not None and memory.semantic is not None:
                 memory.semantic.close()
