@@ -553,7 +553,7 @@ def test_a_holder_that_crashed_does_not_block_the_next_consolidation(
         with run_alone(store, "consolidation") as held:
             return held
 
-    wait_for(free, seconds=10)
+    wait_for(free, seconds=60)
     if store.path is not None:
         assert not lock_file(store.path, "consolidation").exists()
 

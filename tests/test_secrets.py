@@ -192,7 +192,8 @@ def test_adversarial_input_is_scanned_quickly(text: str) -> None:
     text += " hooks.slack.com AIza k_live_ npm_ hf_ SG. PRIVATE KEY"
     started = time.perf_counter()
     find_secrets(text)
-    assert time.perf_counter() - started < 1.0
+    # About 0.2 s here; a rule that backtracks takes minutes. A busy machine may take more.
+    assert time.perf_counter() - started < 5.0
 
 
 def test_only_the_first_megabyte_is_scanned() -> None:

@@ -248,12 +248,10 @@ def test_a_background_job_does_not_hold_the_command(workspace: Workspace) -> Non
     elapsed = time.monotonic() - started
     assert result.text.startswith("started ") and not result.is_error, result
     sleeper = int(result.text.split()[1])
-    assert elapsed < 5, elapsed
+    # Well under the job's 30 s and the 20 s timeout: a busy machine may take seconds.
+    assert elapsed < 15, elapsed
     # Stopped with the command: left running, it would write to a file nobody reads.
-    deadline = time.monotonic() + 5
-    while alive(sleeper) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not alive(sleeper)
+    wait_for(lambda: not alive(sleeper), seconds=20)
 
 
 def test_a_command_that_prints_without_end_is_stopped(
@@ -278,7 +276,7 @@ def test_a_timeout_kills_the_group_even_with_a_daemon_holding_the_output(
     daemon = int(result.text.split()[1])
     try:
         assert "[timed out after 1 s; the command was killed]" in result.text
-        assert elapsed < 5, elapsed
+        assert elapsed < 15, elapsed  # not the daemon's 30 s (a busy machine may take seconds)
         group = int((workspace.root / "group.pid").read_text())
         wait_for(lambda: not alive(group))
         assert not alive(daemon)
@@ -298,9 +296,14 @@ def test_ctrl_c_in_the_agent_kills_the_command(tmp_path: Path) -> None:
         """,
         cwd=tmp_path,
     )
+    def written(name: str) -> bool:
+        # A file the shell has created but not yet written to is empty: whole once it ends
+        # in the newline `echo` writes with the number.
+        path = tmp_path / name
+        return path.exists() and path.read_text().endswith("\n")
+
     try:
-        wait_for(lambda: (tmp_path / "shell.pid").exists() and (tmp_path / "sleeper.pid").exists())
-        time.sleep(0.2)
+        wait_for(lambda: written("shell.pid") and written("sleeper.pid"), seconds=60)
         shell = int((tmp_path / "shell.pid").read_text())
         sleeper = int((tmp_path / "sleeper.pid").read_text())
         child.send_signal(signal.SIGINT)  # what Ctrl-C does to the agent
