@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import select
 import shutil
 import signal
 import subprocess
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from memstore.storage.engine import FETCH_ROWS
 from memstore.storage.store import MemoryStore
 from tests.conftest import MemctlRunner, raw_sql
 
@@ -35,9 +37,13 @@ def one_line_error(done: subprocess.CompletedProcess[str], text: str) -> None:
     assert text in lines[0], done.stderr
 
 
-def memctl_process(tmp_path: Path, *args: str, **kwargs: object) -> subprocess.Popen[bytes]:
+def memctl_process(
+    tmp_path: Path, *args: str, unbuffered: bool = False, **kwargs: object
+) -> subprocess.Popen[bytes]:
     env = {**os.environ, "NO_COLOR": "1", "MEMSTORE_CEILING_DIRECTORIES": str(tmp_path.parent)}
     env.pop("MEMSTORE_DB", None)
+    if unbuffered:  # each row written reaches the pipe at once
+        env["PYTHONUNBUFFERED"] = "1"
     return subprocess.Popen(
         [sys.executable, "-m", "memctl", *args],
         cwd=tmp_path,
@@ -109,19 +115,32 @@ def test_rows_are_streamed(tmp_path: Path, memctl: MemctlRunner) -> None:
 
 def test_ctrl_c_interrupts_a_running_query(tmp_path: Path, memctl: MemctlRunner) -> None:
     add(memctl, "a-note")
-    started = time.monotonic()
-    assert memctl("sql", "SELECT 1").returncode == 0
-    start_up = time.monotonic() - started  # a busy machine starts Python slowly
+    # A first batch of rows comes at once, then SQLite looks for the next row without end
+    # (sqlite3 reads a row ahead: one more row lets the batch out). Ctrl-C is pressed once
+    # those rows are out, so inside the query: a fixed pause could end, on a busy machine,
+    # while memctl was still starting, and test start-up instead.
+    first_batch = FETCH_ROWS
     process = memctl_process(
         tmp_path,
         "sql",
-        RUNAWAY + "SELECT count(*) FROM c",
+        RUNAWAY + f"SELECT x FROM c WHERE x <= {first_batch + 1} OR x < 0",
+        "--json",
         "--timeout",
         "0",
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        unbuffered=True,
     )
-    time.sleep(max(3.0, 2 * start_up))  # past start-up, well inside the query
+    assert process.stdout is not None
+    out, deadline = b"", time.monotonic() + 60
+    while f'{{"x": {first_batch}}}'.encode() not in out:
+        ready, _, _ = select.select([process.stdout], [], [], deadline - time.monotonic())
+        if not ready:
+            process.kill()
+            pytest.fail(f"no first rows in 60 s: {out[-200:]!r}")
+        chunk = os.read(process.stdout.fileno(), 65536)
+        assert chunk, f"memctl ended before its first rows: {out[-200:]!r}"
+        out += chunk
     assert process.poll() is None
     process.send_signal(signal.SIGINT)
     try:

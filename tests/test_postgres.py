@@ -485,20 +485,26 @@ def test_memctl_sql_on_a_server_only_reads(
     assert counted.returncode == 0 and counted.stdout.split() == ["n", "0"]
 
 
-def test_ctrl_c_stops_a_query_on_the_server(
-    postgres_url: str, memctl: MemctlRunner, tmp_path: Path
-) -> None:
-    started = time.monotonic()
-    assert memctl("--db", postgres_url, "sql", "SELECT 1").returncode == 0
-    start_up = time.monotonic() - started  # a busy machine starts Python slowly
+def test_ctrl_c_stops_a_query_on_the_server(postgres_url: str, tmp_path: Path) -> None:
+    import psycopg
+
     process = subprocess.Popen(
         [sys.executable, "-m", "memctl", "--db", postgres_url, "sql", "SELECT pg_sleep(60)"],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    time.sleep(max(3.0, 2 * start_up))  # past start-up, well inside the query
-    assert process.poll() is None
+    # Ctrl-C once the server runs the query, which it does at the first FETCH from memctl's
+    # cursor (a fixed pause could end, on a busy machine, while memctl was still starting,
+    # and test start-up instead; or after the query's 30 s limit).
+    with psycopg.connect(postgres_url, autocommit=True) as watcher:
+        deadline = time.monotonic() + 60
+        while not watcher.execute(
+            "SELECT 1 FROM pg_stat_activity WHERE state = 'active'"
+            " AND query LIKE 'FETCH%memctl_sql%' AND pid <> pg_backend_pid()"
+        ).fetchone():
+            assert time.monotonic() < deadline and process.poll() is None, "no query ran"
+            time.sleep(0.05)
     process.send_signal(signal.SIGINT)
     try:
         _, stderr = process.communicate(timeout=20)

@@ -296,6 +296,7 @@ def test_ctrl_c_in_the_agent_kills_the_command(tmp_path: Path) -> None:
         """,
         cwd=tmp_path,
     )
+
     def written(name: str) -> bool:
         # A file the shell has created but not yet written to is empty: whole once it ends
         # in the newline `echo` writes with the number.
