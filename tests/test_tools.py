@@ -319,6 +319,35 @@ def test_ctrl_c_in_the_agent_kills_the_command(tmp_path: Path) -> None:
                     os.kill(int((tmp_path / name).read_text()), signal.SIGKILL)
 
 
+def test_ctrl_c_as_the_command_starts_leaves_nothing_running(
+    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C as Popen returns, bash already running: it was raised before the try that
+    kills what the command started, and bash and its job went on."""
+    started: list[subprocess.Popen[bytes]] = []
+    real_popen = subprocess.Popen
+    sleeper_pid = workspace.root / "sleeper.pid"
+
+    def popen_then_ctrl_c(*args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        started.append(real_popen(*args, **kwargs))
+        wait_for(lambda: sleeper_pid.exists() and sleeper_pid.read_text().endswith("\n"), 60)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tools.subprocess, "Popen", popen_then_ctrl_c)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            workspace.run("bash", {"command": "sleep 60 & echo $! > sleeper.pid; wait"})
+        monkeypatch.undo()
+        (shell,) = started
+        sleeper = int(sleeper_pid.read_text())
+        wait_for(lambda: not alive(shell.pid) and not alive(sleeper))
+    finally:
+        for process in started:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
 def test_huge_output_is_not_kept_in_memory(tmp_path: Path) -> None:
     # ~79 MB of output: kept whole, it costs several times that in memory; only its head and
     # tail should ever be read.

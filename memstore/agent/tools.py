@@ -320,18 +320,23 @@ class Workspace:
         reaping = become_subreaper()
         ours = set(child_processes()) if reaping else set()
         with tempfile.TemporaryFile() as output:
-            process = subprocess.Popen(
-                ["bash", "-c", command],
-                cwd=self.root,
-                stdin=subprocess.DEVNULL,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # so a timeout kills the whole process group
-            )
+            process: subprocess.Popen[bytes] | None = None
             try:
+                # Started inside the try: a Ctrl-C as Popen returns (bash running, `process`
+                # not yet set) still leaves nothing running, bash being one of the children
+                # kill_leftovers finds.
+                process = subprocess.Popen(
+                    ["bash", "-c", command],
+                    cwd=self.root,
+                    stdin=subprocess.DEVNULL,
+                    stdout=output,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # so a timeout kills the whole process group
+                )
                 stopped = wait_for(process, output, limit)
             except BaseException:  # Ctrl-C in the agent: leave nothing running
-                kill_group(process)
+                if process is not None:
+                    kill_group(process)
                 if reaping:
                     kill_leftovers(ours)
                 raise
