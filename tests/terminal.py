@@ -62,10 +62,11 @@ class Terminal:
         """What a terminal sends for a paste once the program asked for bracketed paste."""
         self.type(PASTE_START + text + PASTE_END)
 
-    def wait_for(self, text: str, timeout: float = 90) -> str:
-        """Read until the screen text (escapes removed) holds `text`; return it all."""
+    def wait_for(self, text: str, timeout: float = 90, times: int = 1) -> str:
+        """Read until the screen text (escapes removed) holds `text` (`times` times: a
+        question asked again); return it all."""
         deadline = time.monotonic() + timeout
-        while text not in self.screen():
+        while self.screen().count(text) < times:
             if time.monotonic() > deadline:
                 raise AssertionError(f"{text!r} did not appear; the screen:\n{self.screen()}")
             if not self._read(deadline - time.monotonic()):

@@ -530,7 +530,7 @@ def test_the_line_history_is_private_and_keeps_no_secrets(
     term.type("the tests live in tests/\r")
     term.wait_for("ok")
     term.type(f"use the key {key}\r")
-    term.wait_for("ok\n")
+    term.wait_for("ok\n", times=2)
     term.type("/cost\r")
     term.wait_for("memory and summaries")
     term.type("\x04")
@@ -669,7 +669,7 @@ def test_the_terminal_asks_before_a_command_a_write_or_an_edit(
     term.type("keep my notes\r")
     term.wait_for("Edit notes.txt?\n  - keep\n  + drop\n  [y] once")
     term.type("n\r")
-    term.wait_for("why (optional, the model sees it) ›")
+    term.wait_for("why (optional, the model sees it) ›", times=2)  # the edit's, not the write's
     term.type("\r")
     screen = term.wait_for("all done")
     term.type("\x04")
