@@ -417,6 +417,15 @@ def test_a_missing_or_truncated_file_says_how_to_turn_semantic_recall_on(
 # -- memctl ------------------------------------------------------------------------------
 
 
+def test_memctl_semantic_index_with_no_database_creates_none(
+    memctl: MemctlRunner, semantic_model: Path, tmp_path: Path
+) -> None:
+    done = memctl("semantic", "index")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.startswith("no memory here (no database at ")
+    assert not (tmp_path / ".memory").exists()
+
+
 def test_memctl_semantic_status_index_and_recall(
     memctl: MemctlRunner, semantic_model: Path, database_env: dict[str, str]
 ) -> None:

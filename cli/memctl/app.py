@@ -615,6 +615,8 @@ def semantic_index() -> None:
         if done == total:
             sys.stderr.write("\n")
 
+    if _no_database_yet():  # no memory to compute a vector of: none is made for it
+        raise NoDatabase(str(State.db))
     started = time.perf_counter()
     with _store() as store:
         computed = SemanticIndex(store).index_all(show if sys.stderr.isatty() else None)
