@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 PROMPT = "› "
-# A Ctrl-C not handled this long after it arrived was dropped by Python: it is raised again.
-INTERRUPT_RETRY_S = 1.0
+# How long after Python dropped a Ctrl-C it is raised again: past the finalisers' run.
+REDELIVERY_DELAY_S = 0.05
 CONTINUATION = "· "
 
 
@@ -180,35 +180,44 @@ def keys_kept_for_the_prompt() -> Iterator[None]:
 @contextlib.contextmanager
 def interrupts_not_dropped() -> Iterator[None]:
     """While a turn runs: every Ctrl-C stops it. Python drops a KeyboardInterrupt raised while
-    a garbage-collector callback or a __del__ method runs ("Exception ignored in ..."), and the
-    turn then went on as if the key had not been pressed; so a Ctrl-C still unhandled after
-    INTERRUPT_RETRY_S (the turn is still running) is raised again."""
+    a garbage-collector callback or a __del__ method runs: it hands it to sys.unraisablehook
+    ("Exception ignored in ...") and the turn went on as if the key had not been pressed. Such
+    an interrupt is raised again in the main thread; one the turn handled never is, however
+    long its clean-up takes (killing a command, saving the transcript)."""
     if threading.current_thread() is not threading.main_thread():
         yield  # signal handlers belong to the main thread
         return
     main = threading.main_thread().ident or 0
-    arrived: list[float] = []
-
-    def on_interrupt(signum: int, frame: Any) -> None:
-        arrived[:] = [time.monotonic()]
-        raise KeyboardInterrupt
-
+    dropped = threading.Event()
     stop = threading.Event()
+    previous_hook = sys.unraisablehook
+
+    def on_unraisable(unraisable: Any) -> None:
+        if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
+            dropped.set()  # said by the turn stopping, not by a traceback on the screen
+            return
+        previous_hook(unraisable)
 
     def redeliver() -> None:
-        # Ctrl-C is for the main thread: delivered there, it interrupts a blocking read.
+        # From a thread, a moment later: sent from the hook, it would land in the same run of
+        # finalisers and be dropped again. Delivered to the main thread, it interrupts a
+        # blocking read there.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        while not stop.wait(INTERRUPT_RETRY_S / 4):
-            if arrived and time.monotonic() - arrived[0] >= INTERRUPT_RETRY_S:
-                arrived.clear()
+        while dropped.wait() and not stop.is_set():
+            dropped.clear()
+            time.sleep(REDELIVERY_DELAY_S)
+            if not stop.is_set():
                 signal.pthread_kill(main, signal.SIGINT)
 
-    previous = signal.signal(signal.SIGINT, on_interrupt)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    sys.unraisablehook = on_unraisable
     watcher = threading.Thread(target=redeliver, name="memctl-interrupts", daemon=True)
     watcher.start()
     try:
         yield
     finally:  # an interrupt that ends the turn was handled: nothing is raised again
         stop.set()
+        dropped.set()  # wakes the watcher
+        sys.unraisablehook = previous_hook
         signal.signal(signal.SIGINT, previous)
         watcher.join()
