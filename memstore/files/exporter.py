@@ -79,7 +79,8 @@ class _Plan:
     # File name: which side is newer (see ExportConflict).
     conflicts: dict[str, str] = field(default_factory=dict)
     # Files that differ from their record: (memory id, the file's bytes, conflict kind,
-    # content to write or None to remove), settled against the memory's history.
+    # content to write or None to remove), settled against the memory's history. Kind "":
+    # a file no record knows, left as it is unless it says a version of the memory.
     suspects: dict[str, tuple[int | None, bytes, str, bytes | None]] = field(default_factory=dict)
     # Recorded files that are gone already: their records go, there is nothing to delete.
     forgotten: list[str] = field(default_factory=list)
@@ -206,8 +207,8 @@ def _export_locked(
                 same = record.memory_version == private[record.memory_id].version
                 kind = "file" if same else "both"
             plan.suspects[file_name] = (record.memory_id, _read(directory / file_name), kind, None)
+    _private_leftovers(plan, directory, private, records, targets, on_disk)
     _settle_suspects(store, plan)
-    _plan_private_leftovers(store, plan, directory, private, records, targets, on_disk)
     if plan.conflicts:
         raise ExportConflict(str(directory), sorted(plan.conflicts), plan.conflicts)
     if index is not None:
@@ -453,14 +454,16 @@ def _settle_suspects(store: MemoryStore, plan: _Plan) -> None:
     """Files that differ from what memstore last recorded there: those that say exactly
     what a version of their memory said are memstore's (an export was interrupted before it
     recorded them; the project was moved, copied or cloned) and are overwritten or removed;
-    the rest hold text the database does not have, and are conflicts."""
+    the rest hold text the database does not have, and are conflicts (but a file no record
+    knows, kind "", is someone's and is left)."""
     if not plan.suspects:
         return
     with store.engine.connect() as connection:
         versions = past_versions(connection, {v[0] for v in plan.suspects.values() if v[0]})
     for file_name, (memory_id, disk, kind, content) in plan.suspects.items():
         if memory_id is None or not file_says_a_version(disk, file_name, versions[memory_id]):
-            plan.conflicts[file_name] = kind
+            if kind:  # "": someone's file, left as it is
+                plan.conflicts[file_name] = kind
         elif content is None:
             plan.removals.append(file_name)
         else:
@@ -472,8 +475,7 @@ def _persons_own(memories: Sequence[Row[Any]]) -> dict[int, Row[Any]]:
     return {memory.id: memory for memory in memories if memory.type == "user"}
 
 
-def _plan_private_leftovers(
-    store: MemoryStore,
+def _private_leftovers(
     plan: _Plan,
     directory: Path,
     private: dict[int, Row[Any]],
@@ -482,21 +484,14 @@ def _plan_private_leftovers(
     on_disk: dict[str, os.stat_result],
 ) -> None:
     """A person's own memory in a file no record of this folder knows (it was exported
-    before `memctl copy` brought the store to the server, or from another clone): removed
-    when it says exactly what a version of the memory said, else left as someone's file."""
-    planned = {*plan.writes, *plan.removals, *plan.conflicts, *records, *targets}
-    found = {
-        memory_file_name(memory.name): memory.id
-        for memory in private.values()
-        if memory_file_name(memory.name) in on_disk and memory_file_name(memory.name) not in planned
-    }
-    if not found:
-        return
-    with store.engine.connect() as connection:
-        versions = past_versions(connection, set(found.values()))
-    for file_name, memory_id in sorted(found.items()):
-        if file_says_a_version(_read(directory / file_name), file_name, versions[memory_id]):
-            plan.removals.append(file_name)
+    before `memctl copy` brought the store to the server, or from another clone): a suspect
+    removed when it says exactly what a version of the memory said, else left as someone's
+    file."""
+    planned = {*plan.writes, *plan.removals, *plan.suspects, *records, *targets}
+    for memory in private.values():
+        file_name = memory_file_name(memory.name)
+        if file_name in on_disk and file_name not in planned:
+            plan.suspects[file_name] = (memory.id, _read(directory / file_name), "", None)
 
 
 @dataclass
