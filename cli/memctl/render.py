@@ -13,11 +13,11 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memstore.storage.chain import is_purged
-from memstore.storage.models import MemoryEvent, MemoryRecord, Run
 
 if TYPE_CHECKING:
     from memstore.learning.consolidate import ConsolidationPlan
     from memstore.recall.turn import Recall
+    from memstore.storage.models import MemoryEvent, MemoryRecord, Run
 
 
 def count(number: int, singular: str, plural: str = "") -> str:

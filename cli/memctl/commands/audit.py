@@ -1,0 +1,237 @@
+"""The audit trail: history (events, runs, the hash chain), purge, and read-only sql."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from memctl.context import JsonOption, err, fail, no_database_yet, open_store
+from memctl.render import (
+    change_summary,
+    event_as_dict,
+    print_json,
+    print_json_rows,
+    print_table,
+)
+from memstore.errors import StoreUnavailable
+
+if TYPE_CHECKING:
+    from memstore.storage.models import MemoryEvent, Run
+
+
+def history(
+    name: Annotated[
+        str | None, typer.Argument(help="Only this memory (any memory that had this name).")
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", "-n", min=1, help="Only the last N events.")
+    ] = None,
+    runs: Annotated[
+        bool, typer.Option("--runs", help="One line per run (command, consolidation, undo).")
+    ] = False,
+    run_id: Annotated[
+        str | None,
+        typer.Option(
+            "--run",
+            metavar="RUN",
+            help="One run in detail: who made it, on which host, its command and its events.",
+        ),
+    ] = None,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify",
+            help="Check the history's hash chain; exit 1 naming the first event that fails.",
+        ),
+    ] = False,
+    json: JsonOption = False,
+) -> None:
+    """The audit log: every change, oldest first."""
+    if verify:
+        with open_store(read_only=True) as store:
+            report = store.history.verify()
+        if json:  # a chain that breaks is an error, exit 1, as without --json
+            print_json({"verified": True, "events": report.events, "unseen": report.unseen,
+                        "head": report.head})  # fmt: skip
+            return
+        unseen = (
+            f" (and {report.unseen} of other people's own memories, by their hash only)"
+            if report.unseen
+            else ""
+        )
+        print(f"history verified: {report.events} events{unseen}, chain head {report.head}")
+        return
+    if run_id is not None:
+        if name is not None or runs:
+            fail("--run shows one run; leave out the name and --runs")
+        with open_store(read_only=True) as store:
+            run = store.history.find_run(run_id)
+            _show_run(run, store.history.run_events(run.id), json)
+        return
+    if runs:
+        if name is not None:
+            fail("--runs lists every run; leave out the name")
+        with open_store(read_only=True) as store:
+            rows = store.history.runs(limit)
+        if json:
+            print_json(rows)
+        elif rows:
+            print_table(
+                [
+                    "STARTED",
+                    "RUN",
+                    "ACTOR",
+                    "CREATED",
+                    "UPDATED",
+                    "DELETED",
+                    "RESTORED",
+                    "NOTE",
+                    "COMMAND",
+                ],
+                [
+                    (
+                        r["started_at"],
+                        r["run_id"][:8],
+                        r["actor"],
+                        r["created"],
+                        r["updated"],
+                        r["deleted"],
+                        r["restored"],
+                        _run_note(r),
+                        r["command"],
+                    )
+                    for r in rows
+                ],
+            )
+        else:
+            err("no runs yet")
+        return
+    with open_store(read_only=True) as store:
+        events = store.history.events(name, limit)
+        made_by = store.history.runs_by_id({e.run_id for e in events}) if json else {}
+    if json:
+        print_json([event_as_dict(e, made_by.get(e.run_id)) for e in events])
+    elif events:
+        events_table(events)
+    else:
+        err("no history yet" if name is None else f"no history for {name!r}")
+
+
+def purge(
+    name: str,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Erase a memory's content from history for good (a leaked key): its events stay,
+    their content replaced by a marker and its SHA-256; recorded as its own run."""
+    import getpass
+
+    if no_database_yet():
+        fail(f"no history for {name!r}")
+    with open_store(actor="purge") as store:
+        store.command += f" (by {getpass.getuser()})"
+        events = store.history.events(name)
+        if not events:
+            fail(f"no history for {name!r}")
+        if not yes:
+            if not sys.stdin.isatty():
+                fail("purge cannot be undone: run again with --yes to confirm")
+            memories = len({event.memory_id for event in events})
+            typer.confirm(
+                f"Erase the content of {name!r} ({memories} memory, {len(events)} events) "
+                "from history? The memory is deleted and cannot be restored",
+                abort=True,
+                err=True,
+            )
+        try:
+            report = store.purge(name)
+        except StoreUnavailable as error:
+            if store.url is None or "permission denied" not in str(error):
+                raise
+            fail(
+                f"{error}: on a server only the tables' owner role may erase history; run"
+                " memctl purge as that role (docs/postgresql.md)"
+            )
+    err(f"purged {name}: the content of {report.events} events erased (run {report.run_id[:8]})")
+
+
+def sql(
+    query: str,
+    json: JsonOption = False,
+    timeout: Annotated[
+        float,
+        typer.Option("--timeout", min=0, help="Stop the query after this many seconds (0: never)."),
+    ] = 30.0,
+    max_rows: Annotated[
+        int, typer.Option("--max-rows", min=0, help="Print at most this many rows (0: all).")
+    ] = 10_000,
+) -> None:
+    """Run one read-only SQL query; docs/audit.md lists the tables and views. Ctrl-C stops it."""
+    import signal
+
+    # Opening it migrates the database first, where it can be written.
+    with open_store(read_only=True) as store:
+        running = store.read_only_query(query, timeout=timeout or None, max_rows=max_rows or None)
+    with running:
+        # Python's own SIGINT handling waits for SQLite to return, which a runaway query
+        # never does: the handler interrupts the connection instead.
+        previous = signal.signal(signal.SIGINT, lambda *_: running.interrupt())
+        try:
+            columns = running.start()
+            if json:
+                print_json_rows(columns, running.rows())
+            elif columns:
+                print_table(columns, running.rows())
+        except KeyboardInterrupt:
+            sys.stdout.flush()
+            err("memctl: sql interrupted")
+            raise SystemExit(130) from None
+        finally:
+            signal.signal(signal.SIGINT, previous)
+    if running.truncated:
+        err(f"stopped after {max_rows} rows: --max-rows N for more, 0 for all")
+
+
+def events_table(events: list[MemoryEvent]) -> None:
+    print_table(
+        ["AT", "OPERATION", "NAME", "ACTOR", "RUN", "CHANGE"],
+        [
+            (e.created_at, e.operation, e.memory_name, e.actor, e.run_id[:8], change_summary(e))
+            for e in events
+        ],
+    )
+
+
+def _show_run(run: Run, events: list[MemoryEvent], json: bool) -> None:
+    """`memctl history --run`: the run's fields (who made it: unknown before revision 0007),
+    then its events."""
+    if json:
+        print_json({**run.model_dump(), "events": [event_as_dict(e, run) for e in events]})
+        return
+    for label, value in (
+        ("run", run.id),
+        ("started", run.started_at),
+        ("actor", run.actor),
+        ("identity", run.identity or "unknown"),
+        ("host", run.host or "unknown"),
+        ("command", run.command),
+        ("session", run.session_id),
+        ("undoes", run.undoes),
+    ):
+        if value is not None:
+            print(f"{label + ':':<10}{value}")
+    if events:
+        print()
+        events_table(events)
+
+
+def _run_note(row: dict[str, Any]) -> str:
+    notes = []
+    if row["undoes"]:
+        notes.append(f"undoes {row['undoes'][:8]}")
+    if row["undone_by"]:
+        notes.append(f"undone by {row['undone_by'][:8]}")
+    if row["session_id"]:
+        notes.append(f"session {row['session_id'][:8]}")
+    return ", ".join(notes)

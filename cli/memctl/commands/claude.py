@@ -1,0 +1,159 @@
+"""Claude Code: `memctl claude` (its auto-memory folder: path, import, export) and `memctl
+hook` as Typer runs it (`memctl.entry` runs the hook itself before Typer is imported)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from memctl.commands.files import render_import
+from memctl.context import State, command_line, db_exists, err, no_database_yet
+
+app = typer.Typer(
+    help="Claude Code's auto-memory folder of this workspace: bring it in, write back to it.",
+    no_args_is_help=True,
+)
+
+DryRunOption = Annotated[
+    bool, typer.Option("--dry-run", help="List what would change; change nothing.")
+]
+
+CLAUDE_CONFLICT_HINT = (
+    "note: in Claude Code's folder, 'memctl claude import' brings in its edits first; where "
+    "a file and its memory both changed, 'memctl claude import --force' keeps the file's text "
+    "(the memory's stays in history) and 'memctl claude export --force' the database's"
+)
+
+
+def _claude_folder() -> Any:
+    from memstore.integrations.claude_code import find_folder
+
+    return find_folder(State.workspace.root, State.settings.claude_config_dir)
+
+
+@contextlib.contextmanager
+def _claude_door(dry_run: bool) -> Iterator[Any]:
+    """The store as a door of the actor `claude-code`. A dry run where there is no database
+    yet compares with an empty one of its own, so as to create none."""
+    import tempfile
+
+    from memstore.integrations.claude_code import ACTOR
+    from memstore.integrations.door import Door
+
+    with contextlib.ExitStack() as stack:
+        db = State.db
+        if dry_run and not db_exists():
+            db = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "memstore.db"
+        door = stack.enter_context(Door.open(ACTOR, db=db, settings=State.settings))
+        door.store.command = command_line()
+        yield door
+
+
+@app.command("path")
+def claude_path() -> None:
+    """Print the workspace's Claude Code memory folder (and, on stderr, its project)."""
+    folder = _claude_folder()
+    print(folder.path)
+    exists = "exists" if folder.path.is_dir() else "does not exist yet"
+    err(f"project: {folder.project}; folder {exists}")
+
+
+@app.command("import")
+def claude_import(
+    dry_run: DryRunOption = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Where a file and its memory both changed, take the file's text (the "
+            "memory's stays in history).",
+        ),
+    ] = False,
+    skip_invalid: Annotated[
+        bool, typer.Option("--skip-invalid", help="Import the readable files, skip the rest.")
+    ] = False,
+    default_type: Annotated[
+        str | None, typer.Option("--default-type", help="Type for files that name none.")
+    ] = None,
+) -> None:
+    """Read Claude Code's memory folder of this workspace into the database."""
+    from memstore.errors import ImportRejected
+    from memstore.files.importer import read_for_import
+    from memstore.integrations.claude_code import existing, import_folder
+
+    folder = existing(_claude_folder())
+    try:
+        read = None
+        if not dry_run and no_database_yet():  # checked first: a refusal creates nothing
+            read = read_for_import(
+                folder.path,
+                None,
+                skip_invalid=skip_invalid,
+                default_type=default_type,
+                top_level=True,
+            )
+        with _claude_door(dry_run) as door:
+            report = import_folder(
+                door,
+                folder,
+                dry_run=dry_run,
+                force=force,
+                skip_invalid=skip_invalid,
+                default_type=default_type,
+                read=read,
+            )
+    except ImportRejected as error:
+        for problem in error.problems:
+            err(f"invalid: {problem}")
+        if any("both are newer" in problem.reason for problem in error.problems):
+            err(CLAUDE_CONFLICT_HINT)
+        raise
+    render_import(report, folder.path)
+    if door.export_failure:
+        err(f"note: .memory/ was not written again: {door.export_failure}")
+
+
+@app.command("export")
+def claude_export(
+    dry_run: DryRunOption = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Overwrite files changed in Claude Code since memstore last read them.",
+        ),
+    ] = False,
+) -> None:
+    """Write the database's memories back into Claude Code's memory folder, in place."""
+    from memstore.errors import ExportConflict
+    from memstore.integrations.claude_code import existing, export_folder
+
+    folder = existing(_claude_folder())  # before the store: a refusal creates no database
+    try:
+        with _claude_door(dry_run) as door:
+            result = export_folder(door, folder, dry_run=dry_run, force=force)
+    except ExportConflict:
+        err(CLAUDE_CONFLICT_HINT)
+        raise
+    if dry_run:
+        for name in result.written:
+            print(f"{'rewrite' if (folder.path / name).exists() else 'create '}  {name}")
+        for name in result.removed:
+            print(f"remove   {name}")
+    verb = "would write" if dry_run else "wrote"
+    err(
+        f"{verb} {folder.path}: {len(result.written)} written, {len(result.removed)} removed, "
+        f"{result.unchanged} unchanged"
+    )
+
+
+def hook() -> None:
+    """Answer a Claude Code hook: its JSON on stdin, the memories to add on stdout; nothing,
+    and exit 0, when anything goes wrong (see docs/integrations.md)."""
+    from memctl.hook import run
+
+    run(State.db if State.db_given else None)
