@@ -4,13 +4,18 @@ completion, plain wording and tables that line up in terminal cells."""
 from __future__ import annotations
 
 import json
+import sys
 import unicodedata
 from importlib import metadata
+from pathlib import Path
 
+import pytest
 import typer.main
+from memctl import entry
 from memctl.app import app
 
 import memstore
+from memstore.storage.store import MemoryStore
 from tests.conftest import DISTRIBUTION, MemctlRunner
 
 
@@ -97,3 +102,30 @@ def test_tables_line_up_in_terminal_cells(memctl: MemctlRunner) -> None:
     assert len(starts) == 1, lines
     as_json = json.loads(memctl("sql", "select name from memory", "--json").stdout)
     assert len(as_json) == 3
+
+
+def test_main_runs_many_command_lines_in_one_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """main() starts each command line from nothing found: each uses its own database, even
+    after one that named another with --db (as the tests will run memctl, in-process)."""
+    for variable in ("MEMSTORE_DB", "MEMSTORE_NAMESPACE", "MEMCTL_DB"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.chdir(tmp_path)
+    first, second = tmp_path / "first.db", tmp_path / "second.db"
+
+    def memctl(*args: str) -> object:
+        monkeypatch.setattr(sys, "argv", ["memctl", *args])
+        with pytest.raises(SystemExit) as exit_:
+            entry.main()
+        return exit_.value.code
+
+    add = ("-t", "project", "-d", "A note", "-b", "Body")
+    assert memctl("--db", str(first), "add", "one", *add) == 0
+    assert memctl("add", "two", *add, "--db", str(second)) == 0
+    assert memctl("add", "three", *add) == 0  # no --db: the workspace's own
+    for db, name in ((first, "one"), (second, "two"), (tmp_path / ".memory/memstore.db", "three")):
+        with MemoryStore(db) as store:
+            assert [m.name for m in store.memories()] == [name]
+            (run,) = store.history.runs(None)
+            assert name in run["command"]

@@ -152,6 +152,9 @@ def _interrupted(error: BaseException) -> bool:
 
 
 def main() -> None:
+    # Each command line starts from nothing found yet: one process may run main() many times
+    # (the tests do), and a --db given to one must not linger for the next.
+    State.reset()
     logging.basicConfig(format="memctl: %(message)s", level=logging.WARNING)
     # psycopg warns as it leaves a pipeline a refused statement aborted ("error ignored
     # terminating <psycopg.Pipeline …>"): the refusal itself is the one line memctl says.
