@@ -1,4 +1,9 @@
-"""Alembic environment: memstore passes an open connection in config.attributes."""
+"""Alembic environment: memstore passes an open connection in config.attributes.
+
+This is today's code running the revisions, and may import memstore (the version table's name;
+the models' metadata, for Alembic to compare a database with the models). The revisions import
+nothing of memstore: each means the same forever (docs/development.md, "Changing the schema").
+"""
 
 from __future__ import annotations
 

@@ -16,7 +16,11 @@ Create Date: 2026-11-30
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 from alembic import op
+from sqlalchemy import Connection
 
 revision = "0002"
 down_revision = "0001"
@@ -26,6 +30,21 @@ depends_on = None
 TRIGGERS = ("memory_fts_after_insert", "memory_fts_after_update", "memory_fts_after_delete")
 COLUMNS = ("name", "description", "body")
 TOKENIZE = "tokenize = 'porter unicode61 remove_diacritics 2'"
+
+# PostgreSQL's index as memstore wrote it when this revision was written (copied from
+# storage/pg_search.py and storage/search.py: a revision means the same forever). The text
+# search configuration's name, and a memory's document: each column's text segmented as for
+# FTS5 (a run of Han characters becomes its overlapping bigrams), split into the words FTS5's
+# unicode61 sees, lowercased, stemmed by the configuration, weighted A, B, D by column.
+CONFIGURATION = "memstore"
+HAN_CHARACTERS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002a6df"
+_HAN_RUN = re.compile(f"[{HAN_CHARACTERS}]+")
+_WORDS = re.compile(r"\w+")
+DOCUMENT = (
+    f"setweight(to_tsvector('{CONFIGURATION}', a), 'A')"
+    f" || setweight(to_tsvector('{CONFIGURATION}', b), 'B')"
+    f" || setweight(to_tsvector('{CONFIGURATION}', d), 'D')"
+)
 
 
 def _segmented(row: str) -> str:
@@ -69,17 +88,52 @@ def upgrade() -> None:
     )
 
 
-def _create_postgres_index() -> None:
-    from memstore.storage import pg_search
-    from memstore.storage.reader import RECORD_COLUMNS, record_from_row
+def _bigrams(match: re.Match[str]) -> str:
+    run = match.group()
+    if len(run) == 1:
+        return f" {run} "
+    return " " + " ".join(run[i : i + 2] for i in range(len(run) - 1)) + " "
 
+
+def _segment(text: str) -> str:
+    if text.isascii():
+        return text
+    return _HAN_RUN.sub(_bigrams, text)
+
+
+def words(text: str) -> list[str]:
+    """`text` as the words of its document."""
+    return _WORDS.findall(_segment(text).lower())
+
+
+def _index_live_memories(connection: Connection) -> None:
+    """A document per live memory, in one statement."""
+    rows = connection.exec_driver_sql(
+        "SELECT id, name, description, body FROM memory WHERE deleted_at IS NULL"
+    ).fetchall()
+    values: list[list[Any]] = [[], [], [], [], []]
+    for memory_id, *texts in rows:
+        columns = [words(text) for text in texts]
+        row = (memory_id, *(" ".join(column) for column in columns), sum(map(len, columns)))
+        for column_values, value in zip(values, row, strict=True):
+            column_values.append(value)
+    if rows:
+        connection.exec_driver_sql(
+            f"INSERT INTO memory_fts (memory_id, document, words) SELECT id, {DOCUMENT}, n"
+            " FROM unnest(%s::int[], %s::text[], %s::text[], %s::text[], %s::int[])"
+            " AS t (id, a, b, d, n)",
+            tuple(values),
+        )
+
+
+def _create_postgres_index() -> None:
     # FTS5's Porter stemmer, and no stopwords (memstore leaves its own out of queries).
     op.execute(
         "CREATE TEXT SEARCH DICTIONARY memstore_porter (TEMPLATE = snowball, LANGUAGE = porter)"
     )
-    op.execute(f"CREATE TEXT SEARCH CONFIGURATION {pg_search.CONFIGURATION} (COPY = simple)")
+    op.execute(f"CREATE TEXT SEARCH CONFIGURATION {CONFIGURATION} (COPY = simple)")
     op.execute(
-        f"ALTER TEXT SEARCH CONFIGURATION {pg_search.CONFIGURATION} ALTER MAPPING FOR"
+        f"ALTER TEXT SEARCH CONFIGURATION {CONFIGURATION} ALTER MAPPING FOR"
         " asciiword, word, asciihword, hword, hword_part, hword_asciipart WITH memstore_porter"
     )
     op.execute(
@@ -89,18 +143,12 @@ def _create_postgres_index() -> None:
         " words INTEGER NOT NULL)"  # its length in words, for bm25
     )
     op.execute("CREATE INDEX ix_memory_fts_document ON memory_fts USING GIN (document)")
-    connection = op.get_bind()
-    rows = connection.exec_driver_sql(
-        f"SELECT {', '.join(RECORD_COLUMNS)} FROM memory WHERE deleted_at IS NULL"
-    )
-    pg_search.index(connection, [record_from_row(row) for row in rows])
+    _index_live_memories(op.get_bind())
 
 
 def downgrade() -> None:
     """Back to 0001's index: unsegmented, external content over live_memory."""
     if op.get_bind().dialect.name == "postgresql":
-        from memstore.storage.pg_search import CONFIGURATION
-
         op.execute("DROP TABLE memory_fts")
         op.execute(f"DROP TEXT SEARCH CONFIGURATION {CONFIGURATION}")
         op.execute("DROP TEXT SEARCH DICTIONARY memstore_porter")

@@ -1,6 +1,7 @@
 """History is append-only against every writer, tamper-evident, and purgeable by memctl only.
 
-- memory_event.hash: a hash chain over the events (memstore/chain.py), backfilled here.
+- memory_event.hash: a hash chain over the events (memstore/storage/chain.py), backfilled here
+  by this revision's own copy of it.
 - memory_purge: one row per memory whose content `memctl purge` erased; append-only.
 - Triggers: no INSERT may reuse an event's or a run's id (INSERT OR REPLACE deletes the old
   row without firing delete triggers when recursive_triggers is off); runs can be neither
@@ -19,22 +20,75 @@ Create Date: 2026-11-30
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
-
-from memstore.storage.chain import (
-    PURGED_COMMAND_GLOB,
-    PURGED_COMMAND_PATTERN,
-    PURGED_VALUE_GLOB,
-    PURGED_VALUE_PATTERN,
-    chain_hashes,
-    chained_events,
-)
 
 revision = "0005"
 down_revision = "0004"
 branch_labels = None
 depends_on = None
+
+# The hash chain as this revision computes it (memstore/storage/chain.py when it was written,
+# copied: a revision means the same forever). memstore verifies these events by the same
+# rule for good, and runs had no identity or host yet (0007), so none enter the hash.
+GENESIS = "0" * 64
+_HEX64 = "[0-9a-f]" * 64
+# What a purge leaves: the JSON text of an erased value, and a run's erased command.
+PURGED_VALUE_GLOB = '{"purged": "sha256:' + _HEX64 + '"}'
+PURGED_COMMAND_GLOB = "[[]purged sha256:" + _HEX64 + "]"
+# The same as regular expressions PostgreSQL's triggers also read (POSIX, no quote in them).
+PURGED_VALUE_PATTERN = r'\{"purged": "sha256:([0-9a-f]{64})"\}'
+PURGED_COMMAND_PATTERN = r"\[purged sha256:([0-9a-f]{64})\]"
+_PURGED_VALUE = re.compile(PURGED_VALUE_PATTERN)
+_PURGED_COMMAND = re.compile(PURGED_COMMAND_PATTERN)
+# Every column of each event, values as their stored text, and its run's command; oldest first.
+CHAINED_EVENTS = """
+SELECT e.id, e.memory_id, e.memory_name, e.operation, e.actor, e.run_id, e.created_at,
+       e.merged_into, CAST(e.old_value AS TEXT), CAST(e.new_value AS TEXT), r.command
+FROM memory_event AS e LEFT JOIN run AS r ON r.id = e.run_id
+ORDER BY e.id
+"""
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _value_hash(text: str | None) -> str | None:
+    """A stored JSON value enters the chain as its hash, which a purge marker keeps."""
+    if text is None:
+        return None
+    purged = _PURGED_VALUE.fullmatch(text)
+    return purged.group(1) if purged else _sha256(text)
+
+
+def _command_hash(command: str | None) -> str | None:
+    if command is None:
+        return None
+    purged = _PURGED_COMMAND.fullmatch(command)
+    return purged.group(1) if purged else _sha256(command)
+
+
+def event_hash(previous: str, row: Sequence[Any]) -> str:
+    """The hash of an event (a row of CHAINED_EVENTS) after the one hashed `previous`."""
+    fields = [*row[:8], _value_hash(row[8]), _value_hash(row[9]), _command_hash(row[10])]
+    return _sha256(previous + json.dumps(fields, ensure_ascii=False, separators=(",", ":")))
+
+
+def chain_hashes(rows: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
+    """Each event's id and hash, for rows of CHAINED_EVENTS."""
+    hashes, previous = [], GENESIS
+    for row in rows:
+        previous = event_hash(previous, row)
+        hashes.append({"id": row[0], "hash": previous})
+    return hashes
+
 
 UNCHANGED_EVENT = " AND ".join(
     f"new.{column} IS old.{column}"
@@ -220,8 +274,7 @@ def upgrade() -> None:
     op.create_index("ix_memory_purge_run_id", "memory_purge", ["run_id"])
     op.create_index("ix_memory_purge_memory_id", "memory_purge", ["memory_id"])
     connection = op.get_bind()
-    rows = connection.exec_driver_sql(chained_events(who=False)).fetchall()
-    hashes = [{"id": id_, "hash": expected} for id_, expected, _ in chain_hashes(rows)]
+    hashes = chain_hashes(connection.exec_driver_sql(CHAINED_EVENTS).fetchall())
     if hashes:
         connection.execute(sa.text("UPDATE memory_event SET hash = :hash WHERE id = :id"), hashes)
     for trigger in _postgres_triggers() if _postgres() else TRIGGERS:

@@ -22,6 +22,12 @@ down_revision = "0005"
 branch_labels = None
 depends_on = None
 
+# The bm25 weight of each tsvector weight (name A, description B, body D) as memstore's search
+# had them when this revision was written (storage/pg_search.py's COLUMN_WEIGHTS, copied: a
+# revision means the same forever), and the CASE branches that count a word's positions by them.
+COLUMN_WEIGHTS = {"A": 5.0, "B": 3.0, "D": 1.0}
+WEIGHT = " ".join(f"WHEN '{column}' THEN {w}" for column, w in COLUMN_WEIGHTS.items())
+
 # The rows a statement's trigger sees, per event (a trigger with these names one event only).
 TRANSITIONS = {
     "INSERT": "NEW TABLE AS added",
@@ -33,9 +39,6 @@ TRANSITIONS = {
 def upgrade() -> None:
     if op.get_bind().dialect.name != "postgresql":
         return
-    from memstore.storage.pg_search import COLUMN_WEIGHTS
-
-    weight = " ".join(f"WHEN '{column}' THEN {w}" for column, w in COLUMN_WEIGHTS.items())
     # C collation: a prefix search is a range of the primary key, in code point order.
     op.execute(
         "CREATE TABLE memory_fts_term ("
@@ -57,7 +60,7 @@ def upgrade() -> None:
             IF TG_OP IN ('INSERT', 'UPDATE') THEN
                 INSERT INTO memory_fts_term (lexeme, memory_id, frequency, words)
                 SELECT u.lexeme, NEW.memory_id,
-                    (SELECT sum(CASE w {weight} END) FROM unnest(u.weights) AS w), NEW.words
+                    (SELECT sum(CASE w {WEIGHT} END) FROM unnest(u.weights) AS w), NEW.words
                 FROM unnest(NEW.document) AS u;
             END IF;
             RETURN NULL;
@@ -88,7 +91,7 @@ def upgrade() -> None:
     )
     op.execute(
         "INSERT INTO memory_fts_term (lexeme, memory_id, frequency, words)"
-        f" SELECT u.lexeme, f.memory_id, (SELECT sum(CASE w {weight} END)"
+        f" SELECT u.lexeme, f.memory_id, (SELECT sum(CASE w {WEIGHT} END)"
         " FROM unnest(u.weights) AS w), f.words"
         " FROM memory_fts AS f, unnest(f.document) AS u"
     )

@@ -38,6 +38,12 @@ down_revision = "0007"
 branch_labels = None
 depends_on = None
 
+# The bm25 weight of each tsvector weight (name A, description B, body D) as memstore's search
+# had them when this revision was written (storage/pg_search.py's COLUMN_WEIGHTS, copied: a
+# revision means the same forever), and the CASE branches that count a word's positions by them.
+COLUMN_WEIGHTS = {"A": 5.0, "B": 3.0, "D": 1.0}
+WEIGHT = " ".join(f"WHEN '{column}' THEN {w}" for column, w in COLUMN_WEIGHTS.items())
+
 # Tables whose rows belong to a memory, made private with it.
 DERIVED = (
     "memory_event",
@@ -201,12 +207,6 @@ OLD_FTS_COUNT = """
 """
 
 
-def _weight() -> str:
-    from memstore.storage.pg_search import COLUMN_WEIGHTS
-
-    return " ".join(f"WHEN '{column}' THEN {w}" for column, w in COLUMN_WEIGHTS.items())
-
-
 def _postgres() -> bool:
     return op.get_bind().dialect.name == "postgresql"
 
@@ -245,7 +245,7 @@ def upgrade() -> None:
     )
     for statement in FUNCTIONS:
         op.execute(statement)
-    op.execute(FTS_COUNT.format(weight=_weight()))
+    op.execute(FTS_COUNT.format(weight=WEIGHT))
     # Existing rows' privacy, before the triggers that keep it (history's append-only
     # triggers stand aside for this one statement each; memory_fts's rewrite refills
     # memory_fts_term through memory_fts_count above).
@@ -313,7 +313,7 @@ def downgrade() -> None:
         if table != "memory_fts_term":
             op.execute(f"DROP TRIGGER {table}_private_to ON {table}")
     op.execute("DROP TRIGGER memory_owner ON memory")
-    op.execute(OLD_FTS_COUNT.format(weight=_weight()))
+    op.execute(OLD_FTS_COUNT.format(weight=WEIGHT))
     for function in (
         "memstore_live_name(text)",
         "memstore_names_taken(text[])",

@@ -32,6 +32,12 @@ down_revision = "0008"
 branch_labels = None
 depends_on = None
 
+# The bm25 weight of each tsvector weight (name A, description B, body D) as memstore's search
+# had them when this revision was written (storage/pg_search.py's COLUMN_WEIGHTS, copied: a
+# revision means the same forever), and the CASE branches that count a word's positions by them.
+COLUMN_WEIGHTS = {"A": 5.0, "B": 3.0, "D": 1.0}
+WEIGHT = " ".join(f"WHEN '{column}' THEN {w}" for column, w in COLUMN_WEIGHTS.items())
+
 # memory_fts_total of 0006, now also the words of each memory removed and added.
 TOTAL = """
     CREATE OR REPLACE FUNCTION memory_fts_total() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -89,12 +95,6 @@ def _key(include: str) -> None:
     )
 
 
-def _weight() -> str:
-    from memstore.storage.pg_search import COLUMN_WEIGHTS
-
-    return " ".join(f"WHEN '{column}' THEN {w}" for column, w in COLUMN_WEIGHTS.items())
-
-
 def upgrade() -> None:
     if op.get_bind().dialect.name != "postgresql":
         return
@@ -133,7 +133,7 @@ def upgrade() -> None:
         """
     )
     op.execute("DROP TRIGGER memory_fts_count ON memory_fts")
-    op.execute(TOTAL.format(weight=_weight()))
+    op.execute(TOTAL.format(weight=WEIGHT))
 
 
 def downgrade() -> None:
