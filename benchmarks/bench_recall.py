@@ -82,7 +82,7 @@ def plain_fts5(store: MemoryStore, messages: list[dict[str, str]]) -> list[str]:
     """The baseline any FTS5 user would write: the text's words without stopwords (English
     porter-stemmed, Han text as bigrams, as the index holds them) in one OR query, by bm25;
     no lexicon, no re-ordering, no floor."""
-    # search_terms less lone letters and digits, as the figures in docs/recall.md had it
+    # search_terms less lone letters and digits, as the figures in recall-notes.md had it
     words = [t for t in search_terms(recent_user_text(messages)) if is_content_term(t)]
     ranked = store.rank_ids(words, K) if words else {}
     best = sorted(ranked, key=lambda i: (-ranked[i], i))
@@ -410,7 +410,7 @@ HELD_OUT_SETS = ("recall_holdout_e", "recall_holdout_f")
 
 
 # locomo_dev split by conversation: rules are tuned on the first (their per-query picks may
-# be read), and kept only when they help the second too (aggregates only: docs/recall.md).
+# be read), and kept only when they help the second too (aggregates only: recall-notes.md).
 LOCOMO_TUNING = ("conv-26", "conv-30", "conv-41")
 LOCOMO_HELD_OUT = ("conv-42", "conv-43")
 

@@ -13,7 +13,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCUMENTS = [ROOT / "README.md", ROOT / "ARCHITECTURE.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCUMENTS = [
+    ROOT / "README.md",
+    ROOT / "ARCHITECTURE.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    *sorted((ROOT / "benchmarks").glob("*.md")),  # the measurements the docs link to
+    *sorted((ROOT / "benchmarks" / "eval").glob("**/README.md")),
+]
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
 _NAME = re.compile(r"`(memstore(?:\.\w+)+)")
 _PATH = re.compile(r"`((?:memstore|cli|tests|benchmarks|migrations)/[\w/.]*\w)`")

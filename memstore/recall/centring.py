@@ -1,12 +1,11 @@
 """Similarity in meaning with the store's centre taken out.
 
-The encoder's vectors of one store share a large common part (their mean's length is about
-.5: the store's topic, its people, its way of writing), so every memory is somewhat near
-every question and a memory that says little in general ("Caroline values her friends")
-comes near the top of many. Comparing the vectors less their mean (the store's centre),
-renormalised, compares what each memory says beyond what the whole store says
-(docs/recall.md: LoCoMo R@5 .698 -> .704 on the conversations tuned on, .692 -> .712 on
-those held out; the bilingual sets unchanged).
+The encoder's vectors of one store share a large common part (the store's topic, its
+people, its way of writing), so every memory is somewhat near every question and a memory
+that says little in general ("Caroline values her friends") comes near the top of many.
+Comparing the vectors less their mean (the store's centre), renormalised, compares what each
+memory says beyond what the whole store says; it helped on held-out conversations too
+(benchmarks/recall-notes.md).
 
 Computed from the plain cosine similarities and three numbers per memory kept with the
 store's vectors, so a recall adds no second pass over the matrix.

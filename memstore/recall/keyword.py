@@ -52,7 +52,7 @@ def keyword_recall(store: RankedStore, text: str, limit: int = 5) -> list[Search
     own = store.rank_ids(terms + phrases, candidates)
     other = store.rank_ids(equivalents, candidates) if equivalents else {}
     # An equivalent is evidence as the user's own word is (a down-weighting fit only the
-    # dev set: docs/recall.md); its own query keeps its idf from counting in the text's.
+    # dev set: benchmarks/recall-notes.md); its own query keeps its idf out of the text's.
     combined = {i: own.get(i, 0.0) + other.get(i, 0.0) for i in own | other}
     best = sorted(combined, key=lambda i: (-combined[i], i))[:candidates]
     records = store.by_ids(best)

@@ -13,8 +13,8 @@ not from any evaluation set:
 Everything is compared as index tokens (porter stems, Han bigrams), so "deploying" finds the
 entry for "deploy", and 安全组 is found inside 安全组规则.
 
-Building the lexicon from the lists takes about 0.2 s, which `memctl hook` cannot spend before
-every prompt: data/lexicon.json holds it as built (`python -m memstore.recall.lexicon` writes
+Building the lexicon from the lists is too slow for `memctl hook` to do before every
+prompt: data/lexicon.json holds it as built (`python -m memstore.recall.lexicon` writes
 it again; a test checks that it is what building gives), with a digest of the lists it was
 built from. It is read when the lists are still those, and each word's entries are made from
 it when a text first has that word.
@@ -130,7 +130,7 @@ _loading = threading.Lock()
 
 
 def lexicon() -> Lexicon:
-    """The glossary and the synonym groups, built once per process (about 0.2 s)."""
+    """The glossary and the synonym groups, read or built once per process."""
     global _loaded
     if _loaded is None:
         with _loading:  # threads that ask together wait for one build
@@ -151,9 +151,9 @@ def _stored() -> Lexicon | None:
     """The lexicon as stored in data/lexicon.json, if it was built from the lists as they are.
 
     Only the file's lines are read here (write_stored writes one phrase, and one token's
-    entries, a line); a line is parsed when a text first has its token. Parsing the whole
-    file cost `memctl hook` about 8 ms a prompt with 1,300 glossary rows, and would cost 20
-    with 2,700."""
+    entries, a line); a line is parsed when a text first has its token: parsing the whole
+    file would cost `memctl hook`, before every prompt, time that grows with the glossary,
+    for the few tokens a text has."""
     try:
         lines = _data_file(STORED).read_text(encoding="utf-8").split("\n")
         entries_at = lines.index('"by_first_token":{')
@@ -269,7 +269,7 @@ def _build() -> Lexicon:
         links += [(a, b, group) for a in members for b in members if a != b]
     synonym_groups = range(len(glossary), len(glossary) + len(synonyms))
     phrases = {phrase for a, b, _ in links for phrase in (a, b)}
-    # Stem every word in one pass of the tokenizer (one per phrase took 0.3 s).
+    # Stem every word in one pass of the tokenizer: a call per phrase costs far more.
     token_sequence(" ".join(phrases))
     parsed = {phrase: _equivalent(phrase) for phrase in phrases}
     # For each stem key, each word of the lists with it: its groups and its equivalents.

@@ -82,7 +82,7 @@ def vectors_to_index(store: MemoryStore) -> int:
 
 class SemanticModel:
     """The sentence encoder of the model's files, checked and loaded when first needed
-    (about a second). Stores that share one load it once."""
+    (which takes a while). Stores that share one load it once."""
 
     def __init__(self, folder: Path | None = None) -> None:
         self.folder = folder or model_folder()
