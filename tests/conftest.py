@@ -1,4 +1,5 @@
-"""Shared fixtures: a real store in a temporary folder, and the real memctl in a subprocess."""
+"""Shared fixtures: a real store in a temporary folder, and the real memctl, in this process
+or in a process of its own."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from memstore.storage.reader import register_functions
 from memstore.storage.server import server_target
 from memstore.storage.store import MemoryStore
 from tests.anthropic_server import AnthropicServer, serve
+from tests.in_process import run_memctl_in_process
 from tests.postgres_cluster import Cluster, server_binaries, unavailable_reason
 
 if TYPE_CHECKING:
@@ -242,9 +244,28 @@ def database_errors() -> tuple[type[Exception], ...]:
     return (sqlite3.Error, psycopg.Error)
 
 
+# Variables a test's memctl must not inherit from the person running the tests.
+_MEMCTL_ENVIRONMENT_LEFT_OUT = (
+    "MEMSTORE_DB",
+    "MEMSTORE_NAMESPACE",
+    "MEMCTL_DB",
+    "MEMCTL_CEILING_DIRECTORIES",
+)
+
+
+def memctl_environment(env: dict[str, str] | None) -> dict[str, str]:
+    """The environment a test's memctl runs in: the test's, plain output, wide tables."""
+    environment = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200"}
+    for variable in _MEMCTL_ENVIRONMENT_LEFT_OUT:
+        environment.pop(variable, None)
+    environment.update(env or {})
+    return environment
+
+
 @pytest.fixture
-def memctl(tmp_path: Path) -> MemctlRunner:
-    """Run `memctl ARGS` in tmp_path (so .memory/ lands there), as a user would."""
+def memctl_process(tmp_path: Path) -> MemctlRunner:
+    """Run `memctl ARGS` in tmp_path as a process of its own, as a user would: for tests of
+    what only a process shows (start-up, imports, signals, the installed console script)."""
 
     def run(
         *args: str,
@@ -252,23 +273,33 @@ def memctl(tmp_path: Path) -> MemctlRunner:
         env: dict[str, str] | None = None,
         cwd: Path | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        environment = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200"}
-        for variable in (
-            "MEMSTORE_DB",
-            "MEMSTORE_NAMESPACE",
-            "MEMCTL_DB",
-            "MEMCTL_CEILING_DIRECTORIES",
-        ):
-            environment.pop(variable, None)
-        environment.update(env or {})
         return subprocess.run(
             [sys.executable, "-m", "memctl", *args],
             input=input if input is not None else "",
             capture_output=True,
             text=True,
             cwd=cwd or tmp_path,
-            env=environment,
+            env=memctl_environment(env),
             timeout=120,
+        )
+
+    return run
+
+
+@pytest.fixture
+def memctl(tmp_path: Path) -> MemctlRunner:
+    """Run `memctl ARGS` in tmp_path (so .memory/ lands there), in this process: the same
+    entry point, command line, environment, folder and standard streams a process would
+    have (tests/in_process.py), without paying Python's and SQLAlchemy's start-up per call."""
+
+    def run(
+        *args: str,
+        input: str | None = None,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        return run_memctl_in_process(
+            list(args), input=input or "", env=memctl_environment(env), cwd=cwd or tmp_path
         )
 
     return run

@@ -125,7 +125,7 @@ def test_a_preference_from_session_one_reaches_session_two(
 @pytest.mark.both_engines
 def test_a_turn_skips_the_consolidation_another_process_is_running_and_says_so(
     tmp_path: Path,
-    memctl: MemctlRunner,
+    memctl_process: MemctlRunner,
     anthropic_server: AnthropicServer,
     workspace_database: Path | str,
     database_env: dict[str, str],
@@ -138,14 +138,14 @@ def test_a_turn_skips_the_consolidation_another_process_is_running_and_says_so(
     env = {**model_env(anthropic_server), **database_env}
     thinking = threading.Event()
     anthropic_server.script(gated_reply('{"merge": [], "drop": []}', thinking))
-    consolidating = threading.Thread(target=lambda: memctl("consolidate", env=env))
+    consolidating = threading.Thread(target=lambda: memctl_process("consolidate", env=env))
     consolidating.start()
     try:
         while not anthropic_server.requests:  # the consolidation is planning
             time.sleep(0.02)
         # The chat's turn: selection, the reply, extraction; no consolidation call.
         anthropic_server.script(text_reply("[]"), text_reply("Hello."), text_reply("[]"))
-        chat = memctl("chat", input="hello\n", env=env)
+        chat = memctl_process("chat", input="hello\n", env=env)
         assert consolidating.is_alive()
     finally:
         thinking.set()

@@ -463,7 +463,7 @@ def consolidation_runs(store: MemoryStore) -> int:
 def test_a_second_consolidation_skips_while_one_is_running(
     filled: MemoryStore,
     database: Path | str,
-    memctl: MemctlRunner,
+    memctl_process: MemctlRunner,
     anthropic_server: AnthropicServer,
 ) -> None:
     """Two memctl processes on one store: the first holds the lock while the model thinks
@@ -473,11 +473,13 @@ def test_a_second_consolidation_skips_while_one_is_running(
     thinking = threading.Event()
     anthropic_server.script(gated_reply(json.dumps(GOOD_PLAN), thinking))
     results: dict[str, Any] = {}
-    first = threading.Thread(target=lambda: results.update(first=memctl("consolidate", env=env)))
+    first = threading.Thread(
+        target=lambda: results.update(first=memctl_process("consolidate", env=env))
+    )
     first.start()
     try:
         wait_for(lambda: len(anthropic_server.requests) == 1)  # the first is planning
-        second = memctl("consolidate", env=env)
+        second = memctl_process("consolidate", env=env)
         assert first.is_alive()  # still waiting for its plan
     finally:
         thinking.set()
@@ -494,7 +496,7 @@ def test_a_second_consolidation_skips_while_one_is_running(
 
     # Released when the first ended: the next one runs (and a dry run never waits for it).
     anthropic_server.script(plan_reply({"merge": [], "drop": []}))
-    third = memctl("consolidate", env=env)
+    third = memctl_process("consolidate", env=env)
     assert third.returncode == 0 and "nothing to consolidate" in third.stderr
     assert consolidation_runs(filled) == 2
     if filled.path is not None:
