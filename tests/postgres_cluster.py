@@ -13,11 +13,25 @@ import os
 import pwd
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
 SUPERUSER = "postgres"
+
+# Run beside each cluster, in a session of its own (a Ctrl-C to the tests' process group
+# leaves it be): it waits for the end of its standard input, which comes when the process
+# that started the cluster ends however it ends (SIGTERM and SIGKILL included), then stops
+# the server and removes its folder, unless Cluster.stop() already did.
+_REAPER = """
+import os, shutil, subprocess, sys
+sys.stdin.buffer.read()
+folder, data, command = sys.argv[1], sys.argv[2], sys.argv[3:]
+if os.path.exists(data):
+    subprocess.run(command, capture_output=True, timeout=120)
+shutil.rmtree(folder, ignore_errors=True)
+"""
 # Where Debian installs the server; `.ci/run` installs postgresql when it is missing.
 DEBIAN_BINARIES = Path("/usr/lib/postgresql")
 
@@ -72,6 +86,12 @@ class Cluster:
             "--locale",
             "C.UTF-8",
         )
+        self._reaper = subprocess.Popen(
+            [sys.executable, "-c", _REAPER, str(self.folder), str(self.data),
+             *self._command("pg_ctl", "-D", str(self.data), "-w", "-m", "immediate", "stop")],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
         self._run(
             "pg_ctl", "-D", str(self.data), "-l", str(self.folder / "log"), "-w", "start",
             "-o", f"-k {self.folder} -c listen_addresses='' -c fsync=off"
@@ -115,11 +135,22 @@ class Cluster:
             self._run("pg_ctl", "-D", str(self.data), "-w", "-m", "immediate", "stop")
         finally:
             shutil.rmtree(self.folder, ignore_errors=True)
+            assert self._reaper.stdin is not None
+            self._reaper.stdin.close()
+            self._reaper.wait(timeout=120)
 
-    def _run(self, program: str, *args: str) -> None:
+    def _command(self, program: str, *args: str) -> list[str]:
         command = [str(self.binaries / program), *args]
         if self._as_root:
             command = ["runuser", "-u", SUPERUSER, "--", *command]
+        return command
+
+    def _run(self, program: str, *args: str) -> None:
         subprocess.run(
-            command, check=True, capture_output=True, text=True, cwd=self.folder, timeout=120
+            self._command(program, *args),
+            check=True,
+            capture_output=True,
+            text=True,
+            cwd=self.folder,
+            timeout=120,
         )
