@@ -162,6 +162,8 @@ def import_store(*, dry_run: bool) -> Iterator[MemoryStore]:
         return
     import tempfile
 
+    from memstore.storage.store import MemoryStore
+
     with (
         tempfile.TemporaryDirectory(prefix="memctl-dry-run-") as folder,
         MemoryStore(Path(folder) / "empty.db", actor="import") as store,
