@@ -35,7 +35,8 @@ from memstore.agent.sessions import (
     save_usage,
     sessions_folder,
 )
-from memstore.agent.tools import ToolResult, Workspace
+from memstore.agent.tool_calls import ToolResult
+from memstore.agent.tools import Workspace
 from memstore.errors import AgentFailed, InvalidMemory, MemstoreError
 from memstore.learning.remember import remember, split_type
 from memstore.recall.vectors import SemanticIndex

@@ -41,7 +41,8 @@ from memstore.agent.compact import (
     tool_result_budget,
 )
 from memstore.agent.memory import AgentMemory, TurnLearning, TurnRecall
-from memstore.agent.tools import TOOL_DEFINITIONS, ToolResult, Workspace
+from memstore.agent.tool_calls import ToolResult
+from memstore.agent.tools import TOOL_DEFINITIONS, Workspace
 from memstore.errors import (
     AgentFailed,
     MemstoreError,
