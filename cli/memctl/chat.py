@@ -25,9 +25,10 @@ from memctl.render import count, one_line, print_table, recall_summary, shown_sc
 from memstore.agent.approval import SKIP_FLAG, ApprovalPolicy, load_allow_rules
 from memstore.agent.compact import CompactionSettings
 from memstore.agent.instructions import project_instructions
-from memstore.agent.loop import Agent, SessionFiles
+from memstore.agent.loop import Agent
 from memstore.agent.memory import AgentMemory
 from memstore.agent.sessions import (
+    SessionFiles,
     find_session,
     keep_out_of_git,
     load_usage,
