@@ -51,7 +51,6 @@ KNOWN_LONG_MODULES = {
     "memstore.integrations.mcp_server",
     "memstore.integrations.memory_tool",
     "memstore.storage.copy",
-    "memstore.storage.secrets",
     "memstore.storage.transaction",
 }
 
