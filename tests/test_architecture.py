@@ -50,7 +50,6 @@ KNOWN_LONG_MODULES = {
     "memstore.files.importer",
     "memstore.integrations.mcp_server",
     "memstore.integrations.memory_tool",
-    "memstore.storage.copy",
     "memstore.storage.transaction",
 }
 
