@@ -35,8 +35,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.bench_recall import eval_texts, real_text_store
-from memstore.agent.loop import Agent, SessionFiles
+from memstore.agent.loop import Agent
 from memstore.agent.memory import AgentMemory
+from memstore.agent.sessions import SessionFiles
 from memstore.agent.tools import Workspace
 from memstore.llm.client import make_client
 from memstore.recall import vectors

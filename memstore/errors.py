@@ -147,6 +147,10 @@ class ImportFailed(MemstoreError):
     """The import could not start (e.g. the folder does not exist); nothing changed."""
 
 
+class CopyRefused(MemstoreError):
+    """The copy cannot be made as asked; nothing was written."""
+
+
 class RunNotFound(MemstoreError):
     """No run has the given id (or id prefix), or several do."""
 

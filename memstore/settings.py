@@ -74,7 +74,7 @@ class Settings:
     api_key: str | None
     auth_token: str | None
     base_url: str | None
-    editor: str  # memctl edit's: $VISUAL, else $EDITOR, else vi
+    editor: str  # memctl edit's: $VISUAL, else $EDITOR; "" when neither is set
     # Claude Code's own folder ($CLAUDE_CONFIG_DIR, as Claude Code reads it, else ~/.claude).
     claude_config_dir: Path
 
@@ -118,7 +118,7 @@ class Settings:
             api_key=env.get("ANTHROPIC_API_KEY") or None,
             auth_token=env.get("ANTHROPIC_AUTH_TOKEN") or None,
             base_url=env.get("ANTHROPIC_BASE_URL") or None,
-            editor=env.get("VISUAL") or env.get("EDITOR") or "vi",
+            editor=env.get("VISUAL") or env.get("EDITOR") or "",
             claude_config_dir=Path(env.get("CLAUDE_CONFIG_DIR") or str(Path.home() / ".claude")),
         )
 

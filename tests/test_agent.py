@@ -21,8 +21,10 @@ from memstore.agent.compact import (
     snip_compact,
     tool_result_budget,
 )
-from memstore.agent.loop import Agent, SessionFiles, inject
+from memstore.agent.loop import Agent
 from memstore.agent.memory import AgentMemory
+from memstore.agent.model_request import inject
+from memstore.agent.sessions import SessionFiles
 from memstore.agent.tools import Workspace
 from memstore.errors import AgentFailed
 from memstore.llm.client import ModelClient

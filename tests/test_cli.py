@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import os
 import socket
 import sqlite3
 import sys
@@ -141,6 +142,23 @@ def test_failed_editor_changes_nothing(memctl: MemctlRunner) -> None:
     add_tabs(memctl)
     done = memctl("edit", "user-preference-tabs", env={"EDITOR": "false", "VISUAL": ""})
     assert_one_line_error(done, "nothing changed")
+    assert len(json.loads(memctl("history", "--json").stdout)) == 1
+
+
+def test_edit_with_no_editor_set_refuses_rather_than_start_vi(
+    memctl: MemctlRunner, tmp_path: Path
+) -> None:
+    add_tabs(memctl)
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    ran = tmp_path / "vi-ran"
+    vi = folder / "vi"
+    vi.write_text(f"#!/bin/sh\ntouch '{ran}'\n")
+    vi.chmod(0o755)
+    path = f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"
+    done = memctl("edit", "user-preference-tabs", env={"VISUAL": "", "EDITOR": "", "PATH": path})
+    assert_one_line_error(done, "no editor: set $EDITOR")
+    assert "--body" in done.stderr and not ran.exists()
     assert len(json.loads(memctl("history", "--json").stdout)) == 1
 
 

@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from memstore.errors import StoreUnavailable
+from memstore.errors import CopyRefused, StoreUnavailable
 from memstore.learning.consolidate import ConsolidationPlan, Merge, apply_plan
 from memstore.learning.proposal import ProposedMemory
 from memstore.recall.turn import recall
-from memstore.storage.copy import CopyRefused, copy_store
+from memstore.storage.copy import copy_store
 from memstore.storage.postgres import grant_application_role
 from memstore.storage.store import MemoryStore
 from memstore.storage.undo import undo_run

@@ -21,8 +21,9 @@ from memstore.agent.approval import (
     load_allow_rules,
     parse_rules,
 )
-from memstore.agent.loop import Agent, SessionFiles
+from memstore.agent.loop import Agent
 from memstore.agent.memory import AgentMemory
+from memstore.agent.sessions import SessionFiles
 from memstore.agent.tools import Workspace
 from memstore.storage.store import MemoryStore
 from tests.anthropic_server import AnthropicServer, raw_tool_reply, text_reply, tool_reply

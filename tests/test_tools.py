@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from memstore.agent import tools
+from memstore.agent import file_tools, glob_patterns, shell, tool_calls
 from memstore.agent.tools import Workspace
 
 
@@ -226,7 +226,7 @@ def test_read_file_counts_the_lines_left_of_a_small_file(workspace: Workspace) -
 def test_read_file_stops_at_the_output_cap(
     workspace: Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(tools, "OUTPUT_MAX_CHARS", 1_000)
+    monkeypatch.setattr(file_tools, "OUTPUT_MAX_CHARS", 1_000)
     (workspace.root / "many.txt").write_text("".join(f"line {i:04}\n" for i in range(1, 1001)))
     text = workspace.run("read_file", {"path": "many.txt"}).text
     assert text.startswith("     1\tline 0001\n")
@@ -257,7 +257,7 @@ def test_a_background_job_does_not_hold_the_command(workspace: Workspace) -> Non
 def test_a_command_that_prints_without_end_is_stopped(
     workspace: Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(tools, "BASH_OUTPUT_MAX_BYTES", 5_000_000)
+    monkeypatch.setattr(shell, "BASH_OUTPUT_MAX_BYTES", 5_000_000)
     started = time.monotonic()
     result = workspace.run("bash", {"command": "yes 0123456789", "timeout": 60})
     assert time.monotonic() - started < 30
@@ -333,7 +333,7 @@ def test_ctrl_c_as_the_command_starts_leaves_nothing_running(
         wait_for(lambda: sleeper_pid.exists() and sleeper_pid.read_text().endswith("\n"), 60)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(tools.subprocess, "Popen", popen_then_ctrl_c)
+    monkeypatch.setattr(subprocess, "Popen", popen_then_ctrl_c)
     try:
         with pytest.raises(KeyboardInterrupt):
             workspace.run("bash", {"command": "sleep 60 & echo $! > sleeper.pid; wait"})
@@ -370,8 +370,8 @@ def test_huge_output_is_not_kept_in_memory(tmp_path: Path) -> None:
     assert int(growth_mb) < 50, f"peak memory grew by {growth_mb} MB"
     head, _marker, tail = text.partition("\n[… ")
     assert head.startswith("1\n2\n3\n") and tail.endswith("\n9999999\n10000000\n")
-    assert len(head) <= tools.OUTPUT_MAX_CHARS // 2
-    assert len(tail) <= tools.OUTPUT_MAX_CHARS // 2 + 100
+    assert len(head) <= tool_calls.OUTPUT_MAX_CHARS // 2
+    assert len(tail) <= tool_calls.OUTPUT_MAX_CHARS // 2 + 100
     # The bytes `seq 1 10000000` prints: each number's digits and a newline.
     total = sum((min(10**d, 10_000_001) - 10 ** (d - 1)) * (d + 1) for d in range(1, 9))
     cut = int(tail.split(" bytes of output cut")[0].replace(",", ""))
@@ -381,7 +381,7 @@ def test_huge_output_is_not_kept_in_memory(tmp_path: Path) -> None:
 def test_output_cut_in_the_middle_of_a_character(
     workspace: Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(tools, "OUTPUT_MAX_CHARS", 20)
+    monkeypatch.setattr(shell, "OUTPUT_MAX_CHARS", 20)
     command = "printf 'é%.0s' $(seq 1 1000); echo; echo end"
     text = workspace.run("bash", {"command": command}).text
     head, _, rest = text.partition("\n[… ")
@@ -402,8 +402,8 @@ def test_glob_stops_after_the_first_matches(tmp_path: Path) -> None:
         for j in range(30):
             (root / f"d{i:02}" / f"f{j:02}.txt").write_text("")
     found, _, note = Workspace(root).run("glob", {"pattern": "**/*.txt"}).text.rpartition("\n")
-    assert len(found.splitlines()) == tools.GLOB_MAX_RESULTS
-    assert note == f"[stopped after {tools.GLOB_MAX_RESULTS} matches; narrow the pattern]"
+    assert len(found.splitlines()) == glob_patterns.GLOB_MAX_RESULTS
+    assert note == f"[stopped after {glob_patterns.GLOB_MAX_RESULTS} matches; narrow the pattern]"
 
 
 def test_glob_does_not_follow_links_out_or_around(tmp_path: Path) -> None:

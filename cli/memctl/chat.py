@@ -25,9 +25,10 @@ from memctl.render import count, one_line, print_table, recall_summary, shown_sc
 from memstore.agent.approval import SKIP_FLAG, ApprovalPolicy, load_allow_rules
 from memstore.agent.compact import CompactionSettings
 from memstore.agent.instructions import project_instructions
-from memstore.agent.loop import Agent, SessionFiles
+from memstore.agent.loop import Agent
 from memstore.agent.memory import AgentMemory
 from memstore.agent.sessions import (
+    SessionFiles,
     find_session,
     keep_out_of_git,
     load_usage,
@@ -35,7 +36,8 @@ from memstore.agent.sessions import (
     save_usage,
     sessions_folder,
 )
-from memstore.agent.tools import ToolResult, Workspace
+from memstore.agent.tool_calls import ToolResult
+from memstore.agent.tools import Workspace
 from memstore.errors import AgentFailed, InvalidMemory, MemstoreError
 from memstore.learning.remember import remember, split_type
 from memstore.recall.vectors import SemanticIndex

@@ -29,7 +29,8 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from memstore.agent.tools import ToolRefused, ToolRequest, glob_regex
+from memstore.agent.glob_patterns import glob_regex
+from memstore.agent.tool_calls import ToolRefused, ToolRequest
 from memstore.errors import InvalidSettings
 from memstore.settings import Settings, read_allow_rules
 

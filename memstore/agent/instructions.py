@@ -13,7 +13,8 @@ import logging
 import os
 import stat
 
-from memstore.agent.tools import ToolRefused, Workspace
+from memstore.agent.tool_calls import ToolRefused
+from memstore.agent.tools import Workspace
 from memstore.recall.block import as_data
 
 log = logging.getLogger(__name__)

@@ -9,16 +9,68 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from dataclasses import asdict, fields
+from dataclasses import asdict, dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
 
+from memstore.agent.compact import finite, json_line, open_private
 from memstore.errors import SessionNotFound
 from memstore.llm.client import Usage
+from memstore.llm.messages import Message
 from memstore.storage.workspace import SESSIONS_FOLDER
 
 USAGE_FILE = "usage.json"
 USAGE_FIELDS = {f.name for f in fields(Usage)}
+
+
+@dataclass
+class SessionFiles:
+    """Where one chat session keeps its transcript, saved tool outputs and compactions."""
+
+    directory: Path
+
+    @property
+    def transcript(self) -> Path:
+        return self.directory / "transcript.jsonl"
+
+    @property
+    def tool_results(self) -> Path:
+        return self.directory / "tool-results"
+
+    def compaction_transcript(self) -> Path:
+        existing = len(list(self.directory.glob("before-compaction-*.jsonl")))
+        return self.directory / f"before-compaction-{existing + 1}.jsonl"
+
+    def load(self) -> tuple[list[Message], int]:
+        """The saved conversation, and how many lines could not be read (a crash in the
+        middle of a write can leave the last one partial)."""
+        messages: list[Message] = []
+        skipped = 0
+        text = self.transcript.read_text(encoding="utf-8")
+        if text and not text.endswith("\n"):
+            # End the partial line, so that what is appended next starts a line of its own.
+            with self.transcript.open("a", encoding="utf-8") as handle:
+                handle.write("\n")
+        for line in filter(None, text.split("\n")):
+            try:
+                # Infinity or NaN, which older transcripts can hold, are read as null.
+                message = json.loads(line, parse_constant=lambda _: None)
+            except json.JSONDecodeError:
+                skipped += 1
+                continue
+            if isinstance(message, dict) and message.get("role") in ("user", "assistant"):
+                messages.append(finite(message)[0])  # 1e999 reads as inf too
+            else:
+                skipped += 1
+        return messages, skipped
+
+    def append(self, message: Message) -> None:
+        # ASCII JSON: one message is one line whatever it holds (U+2028, lone surrogates).
+        line = json_line(message)
+        with open_private(self.transcript, "a") as handle:
+            handle.write(line)
+            handle.flush()
+            os.fsync(handle.fileno())
 
 
 def sessions_folder(database: Path) -> Path:

@@ -10,69 +10,36 @@ behind. The source is read in one snapshot and its chain verified first; the tar
 written in one transaction, which verifies the copied chain before it commits and ends with a
 run of its own (actor `copy`), so a failure anywhere leaves the target as it was.
 
-On PostgreSQL a trigger sets a new run's identity to the connecting role whatever the client
-sends (revision 0007). A copy keeps the copied runs' identities: it disables that trigger
-inside its transaction (ALTER TABLE is transactional, and re-enables it before its own run),
-which only the role owning the tables may do; any other role is refused in one line.
+The source is read by `copy_source`, the target written by `copy_target`; the copy's own
+checks (same file, --owner where it means nothing) and its report are here.
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import JSON, Table
-from sqlalchemy import Connection as SQLConnection
 from sqlalchemy.exc import DBAPIError
 
-from memstore.errors import HistoryTampered, MemstoreError, StoreUnavailable
+from memstore.errors import CopyRefused, StoreUnavailable
 from memstore.settings import database_location
-from memstore.storage import chain
-from memstore.storage.dbapi import Connection, is_sqlite
-from memstore.storage.engine import dbapi_connection
-from memstore.storage.models import (
-    memory_event_table,
-    memory_purge_table,
-    memory_table,
-    memory_vector_table,
-    run_table,
+from memstore.storage.copy_source import read_source, row_dicts
+from memstore.storage.copy_target import (
+    check_copied_chain,
+    check_role,
+    refuse_non_empty,
+    refuse_non_owner,
+    see_every_row,
+    write_rows,
 )
-from memstore.storage.reader import connect_read_only, schema_revision
-from memstore.storage.records import RECORD_COLUMNS, MemoryRecord
 from memstore.storage.schema_version import SCHEMA_HEAD
 from memstore.storage.server import first_line, shown_url
 from memstore.storage.store import MemoryStore
 
 ACTOR = "copy"
-# In the order their foreign keys need; exported_file stays behind (per-machine state), the
-# full-text index is the target's to build.
-TABLES: tuple[Table, ...] = (
-    memory_table,
-    run_table,
-    memory_event_table,
-    memory_purge_table,
-    memory_vector_table,
-)
-# The tables whose ids a PostgreSQL sequence hands out: moved past the copied ids.
-SERIAL_TABLES = ("memory", "memory_event", "memory_purge")
-# The trigger that sets run.identity to the connecting role (revision 0007).
-IDENTITY_TRIGGER = "run_who"
-# On a server, whose `user` memory it is (revision 0008), and the trigger that sets it to the
-# connecting role: a copy sets it itself (a server source's owners, else the given role).
-OWNER = "owner"
-OWNER_TRIGGER = "memory_owner"
-# SQLite's limit of bound parameters per statement is 32,766.
-PARAMETERS_PER_INSERT = 30_000
-INSUFFICIENT_PRIVILEGE = "42501"
-
-
-class CopyRefused(MemstoreError):
-    """The copy cannot be made as asked; nothing was written."""
 
 
 @dataclass
@@ -101,19 +68,6 @@ class CopyReport:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-@dataclass
-class SourceRows:
-    """Every row the copy takes, by table: column names and rows as stored."""
-
-    columns: dict[str, list[str]]
-    rows: dict[str, list[tuple[Any, ...]]]
-    head: str | None
-    unverified: str | None
-
-    def count(self, table: str) -> int:
-        return len(self.rows[table])
 
 
 def copy_store(
@@ -159,7 +113,7 @@ def copy_store(
         source=source.location,
         target=str(target) if target_path is not None else shown_url(str(target)),
         memories=source_rows.count("memory"),
-        live=sum(1 for row in _dicts(source_rows, "memory") if row["deleted_at"] is None),
+        live=sum(1 for row in row_dicts(source_rows, "memory") if row["deleted_at"] is None),
         runs=source_rows.count("run"),
         events=source_rows.count("memory_event"),
         purges=source_rows.count("memory_purge"),
@@ -180,16 +134,16 @@ def copy_store(
             report.target = store.location
             with store.transaction(actor=ACTOR, command=_command(command, source)) as tx:
                 if store.url is not None:
-                    _refuse_non_owner(tx.connection)
-                    _see_every_row(tx.connection)
+                    refuse_non_owner(tx.connection)
+                    see_every_row(tx.connection)
                     if owner is not None:
-                        _check_role(tx.connection, owner)
-                _refuse_non_empty(tx.connection, store.location)
+                        check_role(tx.connection, owner)
+                refuse_non_empty(tx.connection, store.location)
                 if dry_run:
                     raise _DryRun
-                _write(tx.connection, source_rows, owner)
+                write_rows(tx.connection, source_rows, owner)
                 if source_rows.unverified is None:
-                    _check_copied_chain(tx.connection, source_rows.head)
+                    check_copied_chain(tx.connection, source_rows.head)
                 tx.record_run()
                 report.run_id = tx.run_id
         copied = True
@@ -213,252 +167,6 @@ def copy_store(
 
 class _DryRun(Exception):
     """Leaves the target's transaction (rolled back) once a dry run checked it."""
-
-
-def file_revision(path: Path) -> str | None:
-    """The schema revision a database file is at, read without changing it (None when it
-    has none, or cannot be read: opening it will say why)."""
-    try:
-        connection = connect_read_only(Path(path))
-    except sqlite3.Error:
-        return None
-    try:
-        return schema_revision(connection)
-    except sqlite3.Error:
-        return None
-    finally:
-        connection.close()
-
-
-def read_source(source: MemoryStore, *, force: bool = False) -> SourceRows:
-    """Every row to copy, read in one snapshot, and the source's chain verified in it."""
-    with dbapi_connection(source.engine) as connection:
-        if is_sqlite(connection):
-            connection.execute("BEGIN")
-        else:
-            connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        try:
-            head: str | None = None
-            unverified = None
-            try:
-                verified = chain.verify(connection)
-                head = verified.head
-            except HistoryTampered as error:
-                if not force:
-                    raise CopyRefused(
-                        f"copy: the history of {source.location} does not verify ({error});"
-                        " nothing copied (--force copies it as it is, still failing to verify)"
-                    ) from None
-                unverified = str(error)
-            else:
-                if verified.unseen:
-                    events = f"{verified.unseen} event{'s' if verified.unseen != 1 else ''}"
-                    raise CopyRefused(
-                        f"copy: this role may not read {events} of {source.location} (other"
-                        " people's own memories); a copy takes the whole history: run it as a"
-                        " role that reads every row (a superuser, or one with BYPASSRLS), or"
-                        " `memctl export` what you see"
-                    )
-            columns: dict[str, list[str]] = {}
-            rows: dict[str, list[tuple[Any, ...]]] = {}
-            for table in TABLES:
-                stored = _stored_columns(connection, table.name)
-                names = [column.name for column in table.c if column.name in stored]
-                if table is memory_table and OWNER in stored:  # a server's (revision 0008)
-                    names.append(OWNER)
-                columns[table.name] = names
-                rows[table.name] = _read(connection, table, names)
-        finally:
-            if is_sqlite(connection):
-                connection.execute("ROLLBACK")
-            else:
-                connection.rollback()  # type: ignore[attr-defined]
-    return SourceRows(columns, rows, head, unverified)
-
-
-def _read(connection: Connection, table: Table, names: list[str]) -> list[tuple[Any, ...]]:
-    """The rows of `table`, by key; JSON as its stored text (the chain hashes that text), a
-    vector as bytes (psycopg reads bytea as memoryview)."""
-    json_columns = _json_columns(table)
-    selected = ", ".join(f"CAST({n} AS TEXT)" if n in json_columns else n for n in names)
-    keys = ", ".join(column.name for column in table.primary_key.columns)
-    rows = connection.execute(f"SELECT {selected} FROM {table.name} ORDER BY {keys}").fetchall()
-    if table is memory_vector_table:
-        at = names.index("vector")
-        return [(*row[:at], bytes(row[at]), *row[at + 1 :]) for row in rows]
-    return [tuple(row) for row in rows]
-
-
-def _stored_columns(connection: Connection, table: str) -> set[str]:
-    """The columns `table` has in this database (a newer revision may have more than the
-    other engine's)."""
-    if is_sqlite(connection):
-        return {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
-    rows = connection.execute(
-        "SELECT column_name FROM information_schema.columns"
-        " WHERE table_schema = current_schema() AND table_name = %s",
-        (table,),
-    )
-    return {row[0] for row in rows}
-
-
-def _json_columns(table: Table) -> set[str]:
-    return {column.name for column in table.c if isinstance(column.type, JSON)}
-
-
-def _dicts(rows: SourceRows, table: str) -> list[dict[str, Any]]:
-    names = rows.columns[table]
-    return [dict(zip(names, row, strict=True)) for row in rows.rows[table]]
-
-
-def _refuse_non_empty(connection: SQLConnection, location: str) -> None:
-    """In the target's write transaction (under the writers' lock): it must be empty."""
-    memories = connection.exec_driver_sql("SELECT count(*) FROM memory").scalar_one()
-    runs = connection.exec_driver_sql("SELECT count(*) FROM run").scalar_one()
-    if memories or runs:
-        raise CopyRefused(
-            f"copy: {location} already holds {memories} memories and {runs} runs; copy fills"
-            " an empty store only (to merge into it, `memctl export` this store and"
-            " `memctl import` the folder there)"
-        )
-
-
-def _write(connection: SQLConnection, source: SourceRows, owner: str | None) -> None:
-    postgres = connection.dialect.name == "postgresql"
-    if postgres:
-        _keep_identities(connection)
-        connection.exec_driver_sql(f"ALTER TABLE memory DISABLE TRIGGER {OWNER_TRIGGER}")
-    driver: Any = connection.connection.driver_connection
-    for table in TABLES:
-        stored = _stored_columns(driver, table.name)
-        names = [c for c in source.columns[table.name] if c in stored]
-        at = [source.columns[table.name].index(name) for name in names]
-        rows = [tuple(row[i] for i in at) for row in source.rows[table.name]]
-        if table is memory_table and OWNER in stored and OWNER not in names:
-            # From a file: every memory is the given role's, or the copying role's.
-            mine = owner or connection.exec_driver_sql("SELECT current_user").scalar_one()
-            names.append(OWNER)
-            rows = [(*row, mine) for row in rows]
-        if postgres:
-            _copy_rows(driver, table, names, rows)
-        else:
-            _insert_rows(connection, table.name, names, rows)
-    if postgres:
-        from memstore.storage import pg_search
-
-        pg_search.index(connection, _live_records(source))
-        for table_name in SERIAL_TABLES:
-            connection.exec_driver_sql(
-                f"SELECT setval(pg_get_serial_sequence('{table_name}', 'id'), max(id))"
-                f" FROM {table_name} HAVING max(id) IS NOT NULL"
-            )
-        connection.exec_driver_sql(f"ALTER TABLE run ENABLE TRIGGER {IDENTITY_TRIGGER}")
-        connection.exec_driver_sql(f"ALTER TABLE memory ENABLE TRIGGER {OWNER_TRIGGER}")
-        for table_name in _secured_tables(connection):
-            connection.exec_driver_sql(f"ALTER TABLE {table_name} FORCE ROW LEVEL SECURITY")
-
-
-NOT_OWNER = (
-    "copy: only the role that owns the server's tables may copy history into it (each"
-    " copied run keeps who made it, which the database otherwise sets to the connecting"
-    " role): connect as the owner role"
-)
-
-
-def _refuse_non_owner(connection: SQLConnection) -> None:
-    """Whether the connecting role may turn the identity trigger off (a dry run asks too)."""
-    owner = connection.exec_driver_sql(
-        "SELECT pg_has_role(relowner, 'USAGE') FROM pg_class WHERE oid = 'run'::regclass"
-    ).scalar_one()
-    if not owner:
-        raise CopyRefused(NOT_OWNER)
-
-
-# Row-level security (revision 0008) binds the tables' owner too (FORCE), and PostgreSQL's
-# COPY FROM refuses a table it binds: the copy lifts FORCE for its own transaction (as the
-# identity trigger, transactionally: no other session sees it lifted) and sets it again
-# before it commits, on every table with row-level security (0008 forces all of them).
-def _secured_tables(connection: SQLConnection) -> list[str]:
-    return list(
-        connection.exec_driver_sql(
-            "SELECT relname FROM pg_class WHERE relnamespace = current_schema()::regnamespace"
-            " AND relrowsecurity ORDER BY relname"
-        ).scalars()
-    )
-
-
-def _see_every_row(connection: SQLConnection) -> None:
-    """As the tables' owner: see every row (the target must be empty) and write them."""
-    for table_name in _secured_tables(connection):
-        connection.exec_driver_sql(f"ALTER TABLE {table_name} NO FORCE ROW LEVEL SECURITY")
-
-
-def _check_role(connection: SQLConnection, role: str) -> None:
-    found = connection.exec_driver_sql(
-        "SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)
-    ).scalar()
-    if found is None:
-        raise CopyRefused(f"copy: there is no role {role!r} on the server to own the memories")
-
-
-def _keep_identities(connection: SQLConnection) -> None:
-    """Turn off, for this transaction, the trigger that sets a run's identity to the
-    connecting role: the copied runs keep theirs (and so their events' hashes)."""
-    try:
-        connection.exec_driver_sql(f"ALTER TABLE run DISABLE TRIGGER {IDENTITY_TRIGGER}")
-    except DBAPIError as error:
-        if getattr(error.orig, "sqlstate", None) != INSUFFICIENT_PRIVILEGE:
-            raise
-        raise CopyRefused(NOT_OWNER) from None
-
-
-def _copy_rows(driver: Any, table: Table, names: list[str], rows: list[tuple[Any, ...]]) -> None:
-    """PostgreSQL's COPY: the fastest way in; a JSON column takes its text as it is."""
-    if not rows:
-        return
-    statement = f"COPY {table.name} ({', '.join(names)}) FROM STDIN"
-    with driver.cursor() as cursor, cursor.copy(statement) as copy:
-        for row in rows:
-            copy.write_row(row)
-
-
-def _insert_rows(
-    connection: SQLConnection, table: str, names: list[str], rows: Sequence[tuple[Any, ...]]
-) -> None:
-    """Multi-row INSERTs of the values as they are (engine.insert_rows would serialise JSON
-    values again; these are stored text already)."""
-    if not rows:
-        return
-    one_row = "(" + ", ".join("?" * len(names)) + ")"
-    per_statement = max(1, PARAMETERS_PER_INSERT // len(names))
-    for start in range(0, len(rows), per_statement):
-        chunk = rows[start : start + per_statement]
-        connection.exec_driver_sql(
-            f"INSERT INTO {table} ({', '.join(names)}) VALUES " + ", ".join([one_row] * len(chunk)),
-            tuple(value for row in chunk for value in row),
-        )
-
-
-def _live_records(source: SourceRows) -> list[MemoryRecord]:
-    records = []
-    for row in _dicts(source, "memory"):
-        if row["deleted_at"] is None:
-            values = {name: row[name] for name in RECORD_COLUMNS}
-            values["extra"] = json.loads(values["extra"])
-            records.append(MemoryRecord(**values))
-    return records
-
-
-def _check_copied_chain(connection: SQLConnection, head: str | None) -> None:
-    """The copied history verifies on the target, to the source's head, before it commits."""
-    driver: Any = connection.connection.driver_connection
-    try:
-        copied = chain.verify(driver).head
-    except HistoryTampered as error:
-        message = f"copy: the copied history does not verify ({error}); nothing copied"
-        raise CopyRefused(message) from None
-    if copied != head:
-        raise CopyRefused("copy: the copied history's chain head differs; nothing copied")
 
 
 def _database_refusal(error: BaseException) -> str | None:

@@ -139,6 +139,11 @@ def _edit_in_editor(
 
     opened = store.get(name)
     editor = State.settings.editor
+    if not editor:  # no guessing (vi): without a terminal it would hang, or garble the output
+        fail(
+            "no editor: set $EDITOR (or $VISUAL), or give the new text with --name, --type,"
+            " --description or --body (memctl edit --help)"
+        )
     folder = Path(tempfile.mkdtemp(prefix="memctl-edit-"))
     path = folder / f"{name}.md"
     path.write_text(render_memory_file(opened), encoding="utf-8")

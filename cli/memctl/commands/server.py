@@ -63,7 +63,8 @@ def copy_command(
 ) -> None:
     """Copy this store (--db), history included, into an empty one: a file into a
     PostgreSQL server to join a team, or back into a file to leave (docs/postgresql.md)."""
-    from memstore.storage.copy import copy_store, file_revision
+    from memstore.storage.copy import copy_store
+    from memstore.storage.copy_source import file_revision
 
     target = _copy_target(to)  # a --to that is no path nor URL is said before anything else
     if not db_exists():
