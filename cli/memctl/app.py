@@ -1046,7 +1046,7 @@ def export_command(
     folder = _folder(directory)
     if folder.exists() and not folder.is_dir():  # said before a database is created for it
         fail(f"cannot create {folder.absolute()}: a file is there, not a folder")
-    with _store() as store:
+    with _store(read_only=True) as store:  # a store it cannot write is still exported
         _reexport(store, folder, force=force)
 
 
