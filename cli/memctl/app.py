@@ -1139,7 +1139,7 @@ def _render_import(report: Any, directory: Path) -> None:
     stdout; then the counts."""
     for note in report.notes:
         _err(f"note: {note}")
-    for problem in report.problems:
+    for problem in [*report.not_memories, *report.problems]:
         _err(f"skipped: {problem}")
     verb = "would import" if report.dry_run else "imported"
     if report.dry_run:
@@ -1152,7 +1152,8 @@ def _render_import(report: Any, directory: Path) -> None:
     deleted = f", {len(report.deleted)} deleted" if report.deleted else ""
     _err(
         f"{verb} {directory}: {len(report.created)} created, {len(report.updated)} updated"
-        f"{deleted}, {len(report.unchanged)} unchanged, {len(report.problems)} skipped"
+        f"{deleted}, {len(report.unchanged)} unchanged,"
+        f" {len(report.not_memories) + len(report.problems)} skipped"
     )
     if not report.dry_run and (report.created or report.updated):
         _hint_semantic_index()
