@@ -199,6 +199,11 @@ class UnreadableFile(ValueError):
     MemstoreError: the importer turns it into a FileProblem of that file, never a failure."""
 
 
+class NotAMemory(UnreadableFile):
+    """A Markdown file with no frontmatter: a person's own note (`.memory/TODO.md`), not a
+    memory. Import skips it, saying so, and imports the rest; export never touches it."""
+
+
 class InvalidSettings(MemstoreError):
     """The settings file cannot be read, or holds a rule that is not understood; or a
     database location (--db, MEMSTORE_DB) is no path nor a URL memstore can open."""

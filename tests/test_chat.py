@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import termios
 import threading
@@ -24,6 +25,7 @@ from tests.anthropic_server import (
     tool_reply,
 )
 from tests.conftest import MemctlRunner
+from tests.read_only_mount import memctl_read_only, skip_without_read_only_mounts
 from tests.terminal import Terminal
 
 PREFERENCE = {
@@ -761,3 +763,49 @@ def test_an_allow_rule_of_the_settings_runs_piped(
     assert bad_glob.returncode == 1 and len(bad_glob.stderr.splitlines()) == 1, bad_glob.stderr
     assert bad_glob.stderr.startswith("memctl: error: allow rule 'write_file([z-a])'")
     assert not (tmp_path / "a.txt").exists()
+
+
+def test_chat_starts_on_a_read_only_store_recalls_and_says_once_it_learns_nothing(
+    tmp_path: Path, memctl: MemctlRunner, anthropic_server: AnthropicServer
+) -> None:
+    skip_without_read_only_mounts()
+    added = memctl(
+        "add",
+        PREFERENCE["name"],
+        "-t",
+        PREFERENCE["type"],
+        "-d",
+        PREFERENCE["description"],
+        "-b",
+        PREFERENCE["body"],
+    )
+    assert added.returncode == 0, added.stderr
+    memory = tmp_path / ".memory"
+    before = sorted(p.name for p in memory.iterdir())
+    # Two turns, each with selection and the reply: no extraction call (nothing could be saved).
+    anthropic_server.script(
+        text_reply("[0]"), text_reply("4 spaces."), text_reply("[0]"), text_reply("Still 4.")
+    )
+    chat = memctl_read_only(
+        memory,
+        "chat",
+        cwd=tmp_path,
+        env=model_env(anthropic_server),
+        input="how do I indent python?\nand in tests?\n",
+    )
+    assert chat.returncode == 0, chat.stderr
+    assert "4 spaces." in chat.stdout and "Still 4." in chat.stdout
+    assert len(anthropic_server.requests) == 4
+    first_turn = main_calls(anthropic_server)[0]
+    assert PREFERENCE["body"] in texts(first_turn["messages"][-1])  # recalled
+    said = "is read-only: recall works, but nothing is learned this session"
+    assert chat.stdout.count(said) == 1, chat.stdout
+    # The session is saved where it can be, and the chat says where.
+    saved = [line for line in chat.stdout.splitlines() if "this session is saved in" in line]
+    assert len(saved) == 1 and f"cannot write {memory / 'sessions'}" in saved[0], chat.stdout
+    folder = Path(saved[0].rsplit(" ", 1)[1])
+    try:
+        assert "how do I indent python?" in (folder / "transcript.jsonl").read_text()
+    finally:
+        shutil.rmtree(folder.parent)
+    assert sorted(p.name for p in memory.iterdir()) == before

@@ -4,7 +4,12 @@ completion, plain wording and tables that line up in terminal cells."""
 from __future__ import annotations
 
 import json
+import os
+import select
+import signal
+import subprocess
 import sys
+import time
 import unicodedata
 from importlib import metadata
 from pathlib import Path
@@ -129,3 +134,50 @@ def test_main_runs_many_command_lines_in_one_process(
             assert [m.name for m in store.memories()] == [name]
             (run,) = store.history.runs(None)
             assert name in run["command"]
+
+
+@pytest.mark.parametrize("command", [["list"], ["hook"]])
+def test_ctrl_c_while_memctl_is_still_starting_says_one_line(
+    tmp_path: Path, command: list[str]
+) -> None:
+    # Python's import-time log tells where start-up is: the interrupt is sent once memctl's
+    # entry is imported and N more modules after it, so inside its imports of Typer and the
+    # ORM whatever the machine's speed (a fixed pause could land before the entry, in
+    # Python's own start-up, or after the command is done).
+    env = {**os.environ, "NO_COLOR": "1", "PYTHONPROFILEIMPORTTIME": "1"}
+    env.pop("MEMSTORE_DB", None)
+    interrupted = 0
+    for after in (1, 20, 60, 150, 300):
+        process = subprocess.Popen(
+            [sys.executable, "-m", "memctl", *command],
+            cwd=tmp_path,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert process.stderr is not None
+        lines, seen, deadline = b"", -1, time.monotonic() + 60
+        while seen < after and process.poll() is None and time.monotonic() < deadline:
+            ready, _, _ = select.select([process.stderr], [], [], 1)
+            if ready:
+                chunk = os.read(process.stderr.fileno(), 65536)
+                lines += chunk
+                log = lines.decode().splitlines()
+                entry = [i for i, line in enumerate(log) if line.endswith(" memctl.entry")]
+                seen = len(log) - entry[0] - 1 if entry else -1
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+        _, rest = process.communicate(timeout=60)
+        said = [
+            line
+            for line in (lines + rest).decode().splitlines()
+            if not line.startswith("import time:")
+        ]
+        if process.returncode == 0:  # it was done before the interrupt
+            continue
+        interrupted += 1
+        assert "Traceback" not in "\n".join(said), (after, said)
+        assert process.returncode == 130, (after, said)
+        assert said == ["memctl: interrupted"], (after, said)
+    assert interrupted, "no run was interrupted"

@@ -17,7 +17,8 @@ from memstore.files.exporter import export_memories
 from memstore.files.format import INDEX_MAX_LINES
 from memstore.files.importer import import_memories
 from memstore.storage.store import MemoryStore
-from tests.conftest import raw_sql
+from tests.conftest import MemctlRunner, raw_sql
+from tests.read_only_mount import memctl_read_only, skip_without_read_only_mounts
 
 # The store tests run on SQLite and on PostgreSQL (tests/conftest.py).
 pytestmark = pytest.mark.both_engines
@@ -337,3 +338,26 @@ def test_the_index_links_the_file_each_memory_is_kept_in(
     # The index is memstore's: the next change rewrites it.
     store.update("fresh", description="A newer one")
     assert "MEMORY.md" in export_memories(store, folder).written
+
+
+def test_a_read_only_store_is_exported_to_a_folder_that_can_be_written(
+    memctl: MemctlRunner, tmp_path: Path
+) -> None:
+    skip_without_read_only_mounts()
+    for name in ("note-a", "note-b"):
+        added = memctl("add", name, "-t", "project", "-d", f"about {name}", "-b", "text")
+        assert added.returncode == 0, added.stderr
+    memory, out = tmp_path / ".memory", tmp_path / "out"
+    before = snapshot(memory)
+    first = memctl_read_only(memory, "export", str(out), cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert sorted(snapshot(out)) == ["MEMORY.md", "note-a.md", "note-b.md"]
+    # Nothing recorded what was written: the next export finds the files are the memories'.
+    again = memctl_read_only(memory, "export", str(out), cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "0 written, 0 removed, 3 unchanged" in again.stderr
+    # The store's own folder cannot be written: one line.
+    refused = memctl_read_only(memory, "export", cwd=tmp_path)
+    assert refused.returncode == 1 and "Read-only file system" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert snapshot(memory) == before

@@ -213,6 +213,22 @@ def test_what_is_added_stays_within_claude_codes_inline_limit(tmp_path: Path) ->
     assert "more memories are not listed" in index
 
 
+def test_a_capped_index_escapes_the_memories_not_memstores_own_line(tmp_path: Path) -> None:
+    root = tmp_path / "capped"
+    with MemoryStore(root / ".memory" / "memstore.db") as store, store.transaction() as tx:
+        tx.create("note-000", "project", "Note 0 > the <b>rest</b> & more", "body")
+        for i in range(1, 300):
+            tx.create(f"note-{i:03}", "project", f"Note number {i} of the project", "body")
+    index = context_of(run_hook(session_start(root)), "SessionStart")
+    lines = index.removesuffix("\n</memory_index>").split("\n")
+    assert lines[-1].startswith("> ") and lines[-1].endswith(
+        " more memories are not listed: this index is capped at 200 lines and 8,500 bytes."
+        " Run `memctl list` to see them all."
+    )
+    assert "- [note-000](note-000.md) — Note 0 &gt; the &lt;b&gt;rest&lt;/b&gt; &amp; more" in lines
+    assert all(">" not in line and "<" not in line for line in lines if line.startswith("- ["))
+
+
 def test_a_huge_prompt_is_answered_from_its_end(project: Path) -> None:
     filler = "lorem ipsum dolor sit amet " * 200_000  # 5.4 MB
     started = time.monotonic()

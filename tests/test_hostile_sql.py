@@ -8,7 +8,6 @@ import json
 import os
 import pty
 import select
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +19,7 @@ import pytest
 from memstore.storage.engine import FETCH_ROWS
 from memstore.storage.store import MemoryStore
 from tests.conftest import MemctlRunner, raw_sql
+from tests.read_only_mount import memctl_read_only, skip_without_read_only_mounts
 
 RUNAWAY = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
 
@@ -221,37 +221,16 @@ def test_corrupt_database_is_one_line(
     one_line_error(memctl(*command), f"the database {database} is corrupt")
 
 
-def _read_only_mount_works() -> bool:
-    if shutil.which("unshare") is None or os.geteuid() != 0:
-        return False
-    probe = subprocess.run(
-        ["unshare", "-m", "sh", "-c", "mount --bind -o ro / /mnt 2>/dev/null || exit 1"],
-        capture_output=True,
-    )
-    return probe.returncode == 0
-
-
 def test_read_only_filesystem(memctl: MemctlRunner, tmp_path: Path) -> None:
     """Every command failed on a read-only filesystem, list and sql included."""
-    if not _read_only_mount_works():
-        pytest.skip("needs root and mount namespaces for a read-only bind mount")
+    skip_without_read_only_mounts()
     add(memctl, "a-note", body="read me")
     add(memctl, "b-note")
     memory = tmp_path / ".memory"
     assert not (memory / "memstore.db-wal").exists()  # closed cleanly
 
     def read_only(*args: str) -> subprocess.CompletedProcess[str]:
-        script = 'mount --bind -o ro "$1" "$1" && shift && exec "$@"'
-        env = {**os.environ, "MEMSTORE_CEILING_DIRECTORIES": str(tmp_path.parent)}
-        mount = ["unshare", "-m", "sh", "-c", script, "sh", str(memory)]
-        return subprocess.run(
-            [*mount, sys.executable, "-m", "memctl", *args],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        return memctl_read_only(memory, *args, cwd=tmp_path)
 
     listed = read_only("list", "--json")
     assert listed.returncode == 0, listed.stderr

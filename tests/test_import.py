@@ -6,6 +6,7 @@ files are written inline by each test.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -545,7 +546,7 @@ def test_two_long_files_deriving_the_same_name_both_import(
 # -- files that cannot be read ------------------------------------------------------------------
 
 BAD_FILES: dict[str, tuple[bytes, str]] = {
-    "no-frontmatter": (b"# Just a heading\n\nSome text.\n", "no frontmatter"),
+    "no-closing-line": (b"---\nname: x\ntype: user\nBody\n", "no closing '---' line"),
     "bad-yaml": (b"---\n[unclosed: {\nname: x\n---\nBody\n", "not readable YAML"),
     "no-body": (b"---\nname: empty\ntype: user\ndescription: Empty\n---\n\n", "no body"),
     "unknown-type": (
@@ -680,7 +681,7 @@ def cli_store(tmp_path: Path) -> MemoryStore:
 def test_cli_refuses_bad_files_with_one_line_each(memctl: MemctlRunner, tmp_path: Path) -> None:
     folder = tmp_path / "notes"
     write(folder / "good.md", canonical("good", "user", "Good", "Good"))
-    (folder / "no-frontmatter.md").write_bytes(BAD_FILES["no-frontmatter"][0])
+    (folder / "no-closing-line.md").write_bytes(BAD_FILES["no-closing-line"][0])
     (folder / "latin-1.md").write_bytes(BAD_FILES["latin-1"][0])
 
     result = memctl("import", "notes")
@@ -691,11 +692,59 @@ def test_cli_refuses_bad_files_with_one_line_each(memctl: MemctlRunner, tmp_path
     invalid = sorted(line for line in lines if line.startswith("invalid: "))
     assert len(invalid) == 2
     assert invalid[0].startswith("invalid: latin-1.md: ") and "UTF-8" in invalid[0]
-    assert invalid[1].startswith("invalid: no-frontmatter.md: ")
-    assert "no frontmatter" in invalid[1]
+    assert invalid[1].startswith("invalid: no-closing-line.md: ")
+    assert "no closing" in invalid[1]
     assert len([line for line in lines if line.startswith("memctl: error: ")]) == 1
     with cli_store(tmp_path) as store:
         assert store.count() == 0
+
+
+NOTE = b"# TODO\n\n- ask about the staging database\n"
+
+
+def test_a_note_without_frontmatter_is_skipped_and_the_rest_imported(
+    store: MemoryStore, seeded: Path
+) -> None:
+    (seeded / "TODO.md").write_bytes(NOTE)
+    (seeded / "sub").mkdir()
+    (seeded / "sub" / "notes.md").write_bytes(NOTE)
+
+    report = import_memories(store, seeded, deletions=True)
+
+    assert [str(p) for p in report.not_memories] == [
+        f"{path}: not a memory: no frontmatter (the file must start with a '---' line)"
+        for path in ("TODO.md", "sub/notes.md")
+    ]
+    assert report.problems == [] and report.created == ["new-one"]
+    assert store.get("prefers-uv").body == "Use uv, always."
+    # Export writes its own files beside the notes, and never touches them.
+    export_memories(store, seeded, force=True)
+    assert (seeded / "TODO.md").read_bytes() == NOTE
+    assert (seeded / "sub" / "notes.md").read_bytes() == NOTE
+    assert "TODO" not in (seeded / "MEMORY.md").read_text()
+    again = import_memories(store, seeded, deletions=True)
+    assert len(again.not_memories) == 2 and not again.created and not again.deleted
+
+
+def test_cli_a_note_of_your_own_in_memory_is_skipped_once_on_every_import(
+    memctl: MemctlRunner, tmp_path: Path
+) -> None:
+    added = memctl("add", "deploy", "-t", "project", "-d", "How we deploy", "-b", "make ship")
+    assert added.returncode == 0, added.stderr
+    todo = write(tmp_path / ".memory" / "TODO.md", NOTE.decode())
+    for command in ("export", "import", "export", "import"):
+        done = memctl(command)
+        assert done.returncode == 0, done.stderr
+        if command == "import":
+            said = [line for line in done.stderr.splitlines() if "TODO.md" in line]
+            assert said == [
+                "skipped: TODO.md: not a memory: no frontmatter (the file must start"
+                " with a '---' line)"
+            ]
+            assert done.stderr.rstrip().endswith("1 unchanged, 1 skipped")
+        assert todo.read_bytes() == NOTE
+    listed = memctl("list", "--json")
+    assert [m["name"] for m in json.loads(listed.stdout)] == ["deploy"]
 
 
 def test_cli_skip_invalid(memctl: MemctlRunner, tmp_path: Path) -> None:

@@ -141,6 +141,10 @@ def test_tools_and_resources_are_described_for_a_model(workspace: Path) -> None:
                     if option.get("type") == "string" and "enum" not in option:
                         assert option.get("maxLength"), (tool.name, name)
         assert tools["recall"].annotations.read_only_hint  # type: ignore[union-attr]
+        # `update` takes the version under the name `show` gives it.
+        assert "version" in tools["show"].output_schema["properties"]  # type: ignore[index]
+        assert "version" in tools["update"].input_schema["properties"]
+        assert "expected_version" not in tools["update"].input_schema["properties"]
         resources = (await session.list_resources()).resources
         assert [(r.name, str(r.uri)) for r in resources] == [("MEMORY.md", "memstore://index")]
         templates = (await session.list_resource_templates()).resource_templates
@@ -200,20 +204,23 @@ def test_each_tool_changes_the_store_as_one_audited_run_of_the_client(
         best = recalled["memories"][0]
         assert best["name"] in (made["name"], other["name"]) and "pytest" in best["matched"]
 
-        # An update names the version it saw; a stale one is refused.
+        # An update names the version `show` gave; a stale one is refused.
         updated = _ok(
             await session.call_tool(
                 "update",
-                {"name": made["name"], "new_name": "pytest-before-commit", "expected_version": 1},
+                {"name": made["name"], "new_name": "pytest-before-commit", "version": 1},
             )
         )
         assert (updated["name"], updated["version"]) == ("pytest-before-commit", 2)
         assert not exported.exists()
         assert (workspace / ".memory" / "pytest-before-commit.md").is_file()
         stale = await session.call_tool(
-            "update", {"name": "pytest-before-commit", "body": "New.", "expected_version": 1}
+            "update", {"name": "pytest-before-commit", "body": "New.", "version": 1}
         )
         assert "changed since version 1" in _error(stale)
+        # By its former name too (clients written before it was `version`).
+        former = {"name": "pytest-before-commit", "body": "New.", "expected_version": 1}
+        assert "changed since version 1" in _error(await session.call_tool("update", former))
 
         forgotten = _ok(await session.call_tool("forget", {"name": "pytest-before-commit"}))
         assert forgotten["changed"] and "memctl restore" in forgotten["note"]
@@ -317,8 +324,10 @@ HOSTILE: list[tuple[str, dict[str, Any], str]] = [
     ("update", {"name": "tabs", "new_name": "../tabs"}, "name"),
     ("update", {"name": "tabs"}, "nothing to change"),
     ("update", {"name": "nothere", "body": "b"}, "no memory named"),
+    ("update", {"name": "tabs", "body": "b", "version": 7}, "changed since"),
     ("update", {"name": "tabs", "body": "b", "expected_version": 7}, "changed since"),
-    ("update", {"name": "tabs", "body": "b", "version": 1}, "unknown argument 'version'"),
+    ("update", {"name": "tabs", "body": "b", "version": 1, "expected_version": 2}, "differ"),
+    ("update", {"name": "tabs", "body": "b", "version_seen": 1}, "unknown argument 'version_"),
     ("remember", {"type": "user", "description": "d", "body": "b", "x" * 10**5: 1}, "unknown"),
     ("forget", {"name": "../../etc/passwd"}, "name"),
     ("forget", {"name": "nothere"}, "no memory named"),

@@ -7,7 +7,9 @@ schema's match with the models in tests/test_migrations.py)."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -605,3 +607,69 @@ def test_the_hook_says_a_server_is_down_in_one_line(memctl: MemctlRunner, tmp_pa
     assert done.returncode == 0 and done.stdout == ""  # a hook never stops the prompt
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "cannot use the PostgreSQL database" in lines[0]
+
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "postgresql.md"
+
+
+def _blocks(section: str, language: str) -> list[str]:
+    """The ```language blocks of one `## ` section of docs/postgresql.md."""
+    text = DOCS.read_text(encoding="utf-8")
+    body = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(rf"```{language}\n(.*?)```", body, re.DOTALL)
+
+
+def test_a_fresh_server_set_up_as_docs_postgresql_md_says_works(
+    postgres_cluster: Cluster, tmp_path: Path
+) -> None:
+    """docs/postgresql.md from the top: its roles and database made by the superuser, the
+    owner's first commands, then a person's, each command as written (but for the names,
+    made unique on the session's cluster, and the server's address)."""
+    names = {"memstore_owner": "doc_owner", "memstore_app": "doc_app", "alice": "doc_alice"}
+
+    def ours(text: str) -> str:
+        for name, unique in names.items():
+            text = re.sub(rf"\b{name}\b", unique, text)
+        text = re.sub(r"\bDATABASE memstore\b", "DATABASE doc_memstore", text)
+        return text.replace(
+            "@db.example.org/memstore", f"@/doc_memstore?host={postgres_cluster.folder}"
+        )
+
+    (setup,) = _blocks("Setting up a server", "sql")
+    sql = re.sub(r"--[^\n]*", "", ours(setup))  # CREATE DATABASE: a statement alone
+    for statement in filter(str.strip, sql.split(";")):
+        postgres_cluster.execute(statement)
+    workspace = tmp_path / "app"
+    workspace.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=workspace, check=True)
+    remote = ["git", "remote", "add", "origin", "git@github.com:acme/doc-app.git"]
+    subprocess.run(remote, cwd=workspace, check=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMSTORE_", "PG"))}
+    env["NO_COLOR"] = "1"
+    done = None
+    for block in [
+        *_blocks("Setting up a server", "sh"),
+        *_blocks("Pointing memctl at a server", "sh"),
+    ]:
+        for line in ours(block).splitlines():
+            words = shlex.split(line, comments=True)
+            if not words or words[:2] == ["pip", "install"]:
+                continue  # memstore and psycopg are installed for the tests
+            if words[0] == "export":
+                variable, _, value = words[1].partition("=")
+                env[variable] = value
+                continue
+            assert words[0] == "memctl", line
+            done = subprocess.run(
+                [sys.executable, "-m", "memctl", *words[1:]],
+                cwd=workspace,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert done.returncode == 0, (line, done.stderr)
+    assert done is not None and "deploy" in done.stdout  # the person's `memctl list`
+    # The application role is no login role, wherever the page makes or names it.
+    text = DOCS.read_text(encoding="utf-8")
+    assert not re.search(r"memstore_app[^\n]*\bLOGIN\b", text.replace("NOLOGIN", ""))

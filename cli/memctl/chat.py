@@ -30,10 +30,9 @@ from memstore.agent.memory import AgentMemory
 from memstore.agent.sessions import (
     SessionFiles,
     find_session,
-    keep_out_of_git,
     load_usage,
-    new_session_id,
     save_usage,
+    session_folder,
     sessions_folder,
 )
 from memstore.agent.tool_calls import ToolResult
@@ -195,15 +194,14 @@ def run_chat(
     # On a server, the chat's local files go in the workspace's .memory/, as its database's would.
     local = workspace / MEMORY_FOLDER / "memstore.db" if isinstance(db, str) else db
     sessions = sessions_folder(local)
-    if resume is not None:
-        session = SessionFiles(find_session(sessions, resume))
-        session_id = session.directory.name
-    else:
-        session_id = new_session_id()
-        session = SessionFiles(sessions / session_id)
-    keep_out_of_git(sessions)
+    resumed = None if resume is None else find_session(sessions, resume)
+    folder, unsaved = session_folder(sessions, resumed)  # elsewhere in a read-only .memory/
+    session, session_id = SessionFiles(folder), folder.name
     export_dir = workspace / MEMORY_FOLDER
-    with MemoryStore(db, actor="chat", command=f"memctl chat (session {session_id})") as store:
+    # An existing database is opened read-only where it cannot be written: recall still works.
+    create = isinstance(db, str) or not db.exists()
+    command = f"memctl chat (session {session_id})"
+    with MemoryStore(db, actor="chat", command=command, create=create) as store:
         memory = (
             AgentMemory(
                 store,
@@ -245,6 +243,8 @@ def run_chat(
         )
         if skip_approvals:
             events.notice(f"{SKIP_FLAG}: commands, writes and edits run without asking")
+        if unsaved:
+            events.notice(unsaved)
         if memory is not None and memory.semantic is not None:
             memory.semantic.start()  # while the user types the first prompt
         try:
@@ -341,6 +341,7 @@ def _report_learning(outcome: Any, events: TerminalEvents) -> None:
         learning.consolidation_skipped,
         learning.consolidation_failure,
         learning.export_failure,
+        *learning.notes,
     ):
         if problem:
             events.notice(problem)

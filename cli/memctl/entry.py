@@ -8,6 +8,16 @@ import sys
 
 
 def main() -> None:
+    # The whole dispatch is under one handler: a Ctrl-C in the first second lands while Python
+    # is still importing Typer and the ORM, before any command's own handling has begun.
+    try:
+        _dispatch()
+    except KeyboardInterrupt:
+        sys.stderr.write("memctl: interrupted\n")
+        raise SystemExit(130) from None
+
+
+def _dispatch() -> None:
     hook_db = _hook_command(sys.argv[1:])
     if hook_db is not None:
         from memctl.hook import run

@@ -60,6 +60,7 @@ class TurnLearning:
     consolidation_skipped: str = ""
     exported: bool = False
     export_failure: str = ""
+    # One line each, for the user: e.g. that a read-only store learns nothing.
     notes: list[str] = field(default_factory=list)
 
 
@@ -84,6 +85,8 @@ class AgentMemory:
         # After a consolidation fails or is refused, wait for this many more changes before
         # asking again, rather than paying for the same refusal on every turn.
         self._changes_before_retry = 0
+        # Whether the user was told that a read-only store learns nothing (once a session).
+        self._read_only_said = False
 
     def before_turn(
         self, messages: Sequence[Mapping[str, Any]], *, usage: Usage | None = None
@@ -111,6 +114,15 @@ class AgentMemory:
     ) -> TurnLearning:
         """Learn from the turn and consolidate when due; the model's calls are counted in
         `usage` when given."""
+        if self.store.read_only:  # nothing could be saved: the model is not asked either
+            learning = TurnLearning(Extraction())
+            if not self._read_only_said:
+                self._read_only_said = True
+                learning.notes.append(
+                    f"the memory store {self.store.location} is read-only: recall works, but"
+                    " nothing is learned this session"
+                )
+            return learning
         client = self._client(usage)
         try:
             extraction = extract_memories(

@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
+import tempfile
 from dataclasses import asdict, dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
@@ -97,6 +99,23 @@ def keep_out_of_git(sessions: Path) -> None:
     sessions.mkdir(parents=True, exist_ok=True)
     if not (sessions / ".gitignore").exists():
         (sessions / ".gitignore").write_text("# memctl chat transcripts: local only\n*\n")
+
+
+def session_folder(sessions: Path, resumed: Path | None = None) -> tuple[Path, str]:
+    """The folder a session is saved in, and a line for the user ("" when there is nothing to
+    say): a new one under `sessions`, kept out of git, or the `resumed` one. Where `sessions`
+    cannot be written (a read-only `.memory/`), the chat still starts: a new private folder
+    in the system's temporary folder holds the session (a copy of the resumed one)."""
+    try:
+        keep_out_of_git(sessions)
+    except OSError as error:
+        elsewhere = Path(tempfile.mkdtemp(prefix="memctl-chat-"))  # the user's alone (0700)
+        folder = elsewhere / (resumed.name if resumed is not None else new_session_id())
+        if resumed is not None:
+            shutil.copytree(resumed, folder)
+        reason = error.strerror or error
+        return folder, f"cannot write {sessions} ({reason}): this session is saved in {folder}"
+    return (resumed if resumed is not None else sessions / new_session_id()), ""
 
 
 def save_usage(directory: Path, agent: Usage, side: Usage) -> None:

@@ -562,7 +562,9 @@ def _record_export(
     targets: dict[str, Any],
     records: dict[str, Row[Any]],
 ) -> None:
-    if not contents and not removals:
+    if (not contents and not removals) or store.read_only:
+        # A store it cannot write (a read-only file, folder or mount) is still exported: the
+        # next export, finding no record, compares the files with the memories' versions.
         return
     files = [
         FileState(

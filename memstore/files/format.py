@@ -17,7 +17,7 @@ import frontmatter
 import yaml
 from frontmatter.default_handlers import YAMLHandler
 
-from memstore.errors import InvalidMemory, UnreadableFile
+from memstore.errors import InvalidMemory, NotAMemory, UnreadableFile
 from memstore.limits import INDEX_DESCRIPTION_MAX_CHARS
 from memstore.storage.records import MemoryRecord, MemorySummary, MemoryType
 from memstore.storage.validation import normalize_newlines
@@ -102,7 +102,7 @@ def parse_memory_text(text: str) -> ParsedFile:
     """Split and read a memory file's text; raise UnreadableFile with a reason."""
     text = normalize_newlines(text.removeprefix("\ufeff")).strip()
     if not _HANDLER.detect(text):
-        raise UnreadableFile("no frontmatter (the file must start with a '---' line)")
+        raise NotAMemory("no frontmatter (the file must start with a '---' line)")
     try:
         front, body = _HANDLER.split(text)
     except ValueError:

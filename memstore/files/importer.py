@@ -25,6 +25,7 @@ from memstore.errors import (
     ImportFailed,
     ImportRejected,
     InvalidMemory,
+    NotAMemory,
     SecretRefused,
     UnreadableFile,
 )
@@ -94,6 +95,8 @@ class ImportReport:
     # Normalisations, one line each: "path: what was changed".
     notes: list[str] = field(default_factory=list)
     problems: list[FileProblem] = field(default_factory=list)
+    # Markdown files that are no memory (no frontmatter: a person's notes), skipped.
+    not_memories: list[FileProblem] = field(default_factory=list)
     dry_run: bool = False
     run_id: str | None = None
 
@@ -133,24 +136,27 @@ def read_folder(
     progress: Progress | None = None,
     top_level: bool = False,
     exported: Callable[[list[ImportItem]], Collection[str]] | None = None,
-) -> tuple[list[ImportItem], list[FileProblem]]:
+) -> tuple[list[ImportItem], list[FileProblem], list[FileProblem]]:
     """The folder's files as items, each with its own name (see _make_names_unique, to
-    which `exported` tells the top-level files that are copies export wrote), and the files
-    that cannot be read."""
+    which `exported` tells the top-level files that are copies export wrote), the files
+    that cannot be read, and the files that are no memory (NotAMemory)."""
     if not directory.is_dir():
         raise ImportFailed(f"no such folder: {directory}")
     problems: list[FileProblem] = []
+    not_memories: list[FileProblem] = []
     paths = memory_paths(directory, problems, top_level=top_level)
     items: list[ImportItem] = []
     for done, relative in enumerate(paths, 1):
         try:
             items.append(read_memory_file(directory / relative, relative, default_type))
+        except NotAMemory as error:
+            not_memories.append(FileProblem(relative, f"not a memory: {error}"))
         except (UnreadableFile, InvalidMemory) as error:
             problems.append(FileProblem(relative, str(error)))
         if progress is not None:
             progress(done, len(paths))
     _make_names_unique(items, exported)
-    return items, problems
+    return items, problems, not_memories
 
 
 def read_memory_file(path: Path, relative: str, default_type: str | None) -> ImportItem:
@@ -395,6 +401,7 @@ class FolderRead:
     items: list[ImportItem]
     left_out: list[ImportItem]  # the same memory as another file says (their notes)
     problems: list[FileProblem]  # what --skip-invalid skips
+    not_memories: list[FileProblem] = field(default_factory=list)  # skipped, saying so
 
 
 def read_for_import(
@@ -421,7 +428,7 @@ def read_for_import(
         legacy = legacy_key(Path(directory))
         exported = functools.partial(_as_exported, store, key, legacy)
         held = functools.partial(_held, store, key, legacy)
-    items, problems = read_folder(
+    items, problems, not_memories = read_folder(
         Path(directory),
         default_type=default_type,
         progress=progress,
@@ -434,7 +441,7 @@ def read_for_import(
         items = _without_secrets(items, problems, held)
     if problems and not skip_invalid:
         raise ImportRejected(problems)
-    return FolderRead(items, left_out, problems)
+    return FolderRead(items, left_out, problems, not_memories)
 
 
 def _held_by_none(items: list[ImportItem]) -> set[str]:
@@ -478,7 +485,7 @@ def import_memories(
     key = folder_key(Path(directory), store.path)
     legacy = legacy_key(Path(directory))
     items, left_out, problems = read.items, read.left_out, read.problems
-    report = ImportReport(problems=problems, dry_run=dry_run)
+    report = ImportReport(problems=problems, not_memories=read.not_memories, dry_run=dry_run)
     report.notes.extend(f"{item.path}: {item.left_out}" for item in left_out)
     if dry_run:
         with store.engine.connect() as connection:

@@ -149,7 +149,11 @@ def _index(reader: StoreReader, _event: dict[str, Any]) -> str:
     summaries = reader.summaries()
     if not summaries:
         return ""
-    index = as_data(render_index(summaries, max_bytes=CONTEXT_MAX_BYTES).strip())
+    lines = render_index(summaries, max_bytes=CONTEXT_MAX_BYTES).strip().split("\n")
+    # Only the memories' lines are their text, escaped; a last line saying how many were left
+    # out (`> 17 more memories …`) is memstore's own, and a memory's line starts with "- [".
+    own = lines.pop() if lines[-1].startswith("> ") else ""
+    index = as_data("\n".join(lines)) + (f"\n{own}" if own else "")
     return f"{INDEX_HEADER}\n<memory_index>\n{index}\n</memory_index>"
 
 

@@ -52,7 +52,7 @@ class SearchResult(BaseModel):
 
 class ShownMemory(MemoryListing):
     body: str = Field(description="What the memory says (Markdown).")
-    version: int = Field(description="Bumped by every change; give it to `update` as seen.")
+    version: int = Field(description="Bumped by every change; give it to `update` as `version`.")
     created_at: str = Field(description="When it was created (ISO 8601, UTC).")
     updated_at: str = Field(description="When it last changed (ISO 8601, UTC).")
     text: str = Field(description="Its canonical file text (.memory/<name>.md).")

@@ -336,11 +336,11 @@ class MemoryTools:
             str | None,
             Field(description="Its new body, in full (Markdown).", max_length=BODY_MAX_BYTES),
         ] = None,
-        expected_version: Annotated[
+        version: Annotated[
             int | None,
             Field(
-                description="The version you read with `show`: the update is refused if the "
-                "memory changed since.",
+                description="The version `show` gave you: the update is refused if the memory "
+                "changed since.",
                 ge=1,
             ),
         ] = None,
@@ -358,9 +358,9 @@ class MemoryTools:
             raise ToolError("nothing to change: give new_name, type, description or body")
         with self.open(create=False).change(_command("update", ctx)) as tx:
             memory = tx.get(check_name(name))
-            if expected_version is not None and memory.version != expected_version:
+            if version is not None and memory.version != version:
                 raise ToolError(
-                    f"{name} changed since version {expected_version} (it is at version "
+                    f"{name} changed since version {version} (it is at version "
                     f"{memory.version}): show it again, then update"
                 )
             updated = tx.update(memory, **fields)
@@ -430,6 +430,8 @@ class _Server(MCPServer):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context | None = None
     ) -> CallToolResult | InputRequiredResult:
+        if name == "update":
+            arguments = _version_by_its_former_name(arguments)
         _refuse_unknown_arguments(self._tool_manager.get_tool(name), arguments)
         try:
             return await super().call_tool(name, arguments, context)
@@ -446,9 +448,21 @@ class _Server(MCPServer):
             raise
 
 
+def _version_by_its_former_name(arguments: dict[str, Any]) -> dict[str, Any]:
+    """`update`'s arguments with `expected_version`, as `version` was called before it took
+    the name `show` gives it, read as `version`: clients written then keep working."""
+    if "expected_version" not in arguments:
+        return arguments
+    rest = {key: value for key, value in arguments.items() if key != "expected_version"}
+    former = arguments["expected_version"]
+    if rest.setdefault("version", former) != former:
+        raise ToolError("update: version and expected_version (its former name) differ")
+    return rest
+
+
 def _refuse_unknown_arguments(tool: Tool | None, arguments: dict[str, Any]) -> None:
     """An argument the tool does not take is refused, not dropped (as pydantic would): a
-    model that wrote `version` for `expected_version` would think its update was checked."""
+    model that wrote `version_seen` for `version` would think its update was checked."""
     if tool is None:
         return
     known = tool.parameters.get("properties", {})

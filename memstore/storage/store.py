@@ -108,6 +108,15 @@ class MemoryStore:
         self._writer = writer(self.engine)
         self.history = History(self.engine)
 
+    @functools.cached_property
+    def read_only(self) -> bool:
+        """Whether the store was opened read-only (create=False on a SQLite file or folder it
+        cannot write: engine.open_database): it is read as any other, and every write fails."""
+        if self.url is not None:
+            return False
+        with self._dbapi() as connection:
+            return bool(connection.execute("PRAGMA query_only").fetchone()[0])
+
     def wait_for_server(self, seconds: float) -> bool:
         """Whether the server takes connections again within `seconds` (a restart)."""
         deadline = time.monotonic() + seconds

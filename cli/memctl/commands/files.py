@@ -40,7 +40,7 @@ def export_command(
     folder = _folder(directory)
     if folder.exists() and not folder.is_dir():  # said before a database is created for it
         fail(f"cannot create {folder.absolute()}: a file is there, not a folder")
-    with open_store() as store:
+    with open_store(read_only=True) as store:  # a store it cannot write is still exported
         reexport(store, folder, force=force)
 
 
@@ -176,7 +176,7 @@ def render_import(report: Any, directory: Path) -> None:
     stdout; then the counts."""
     for note in report.notes:
         err(f"note: {note}")
-    for problem in report.problems:
+    for problem in [*report.not_memories, *report.problems]:
         err(f"skipped: {problem}")
     verb = "would import" if report.dry_run else "imported"
     if report.dry_run:
@@ -189,7 +189,8 @@ def render_import(report: Any, directory: Path) -> None:
     deleted = f", {len(report.deleted)} deleted" if report.deleted else ""
     err(
         f"{verb} {directory}: {len(report.created)} created, {len(report.updated)} updated"
-        f"{deleted}, {len(report.unchanged)} unchanged, {len(report.problems)} skipped"
+        f"{deleted}, {len(report.unchanged)} unchanged,"
+        f" {len(report.not_memories) + len(report.problems)} skipped"
     )
     if not report.dry_run and (report.created or report.updated):
         _hint_semantic_index()
