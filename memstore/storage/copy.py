@@ -18,7 +18,6 @@ which only the role owning the tables may do; any other role is refused in one l
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
 from collections.abc import Sequence
@@ -42,7 +41,7 @@ from memstore.storage.models import (
     memory_vector_table,
     run_table,
 )
-from memstore.storage.reader import connect_read_only, schema_revision
+from memstore.storage.reader import connect_read_only, record_from_row, schema_revision
 from memstore.storage.records import RECORD_COLUMNS, MemoryRecord
 from memstore.storage.schema_version import SCHEMA_HEAD
 from memstore.storage.server import first_line, shown_url
@@ -443,9 +442,7 @@ def _live_records(source: SourceRows) -> list[MemoryRecord]:
     records = []
     for row in _dicts(source, "memory"):
         if row["deleted_at"] is None:
-            values = {name: row[name] for name in RECORD_COLUMNS}
-            values["extra"] = json.loads(values["extra"])
-            records.append(MemoryRecord(**values))
+            records.append(record_from_row([row[name] for name in RECORD_COLUMNS]))
     return records
 
 

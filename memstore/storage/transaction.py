@@ -29,7 +29,7 @@ from memstore.errors import (
     MemoryNotFound,
     NothingToRestore,
 )
-from memstore.storage import chain, who
+from memstore.storage import chain, fields, who
 from memstore.storage.engine import insert_rows, to_json
 from memstore.storage.models import (
     LIVE,
@@ -41,14 +41,7 @@ from memstore.storage.models import (
     memory_vector_table,
     run_table,
 )
-from memstore.storage.validation import (
-    check_body,
-    check_description,
-    check_name,
-    check_type,
-    refuse_secrets,
-    with_suffix,
-)
+from memstore.storage.validation import check_name, refuse_secrets, with_suffix
 
 _EVENTS = memory_event_table.c
 
@@ -241,17 +234,17 @@ class WriteTransaction:
         description: str,
         body: str,
         extra: dict[str, Any] | None = None,
+        **optional: Any,
     ) -> MemoryRecord:
+        """A new memory; `optional`: values of the optional fields (storage/fields.py)."""
         name = check_name(name)
         if name in self._live_names():
             raise MemoryExists(name)
+        given = {"type": type, "description": description, "body": body, "extra": extra}
+        values = fields.applied({"name": name}, {**given, **optional})
         memory = MemoryRecord(
             id=self._allocate_id(),
-            name=name,
-            type=check_type(type),
-            description=check_description(description),
-            body=check_body(body),
-            extra=dict(extra or {}),
+            **fields.full(values),
             version=1,
             created_at=self.now,
             updated_at=self.now,
@@ -261,30 +254,13 @@ class WriteTransaction:
         self._apply(memory, Operation.CREATE, None)
         return memory
 
-    def update(
-        self,
-        memory: MemoryRecord,
-        *,
-        name: str | None = None,
-        type: str | None = None,
-        description: str | None = None,
-        body: str | None = None,
-        extra: dict[str, Any] | None = None,
-    ) -> MemoryRecord:
-        """The memory with the given fields changed; the same object when nothing changes."""
+    def update(self, memory: MemoryRecord, **changes: Any) -> MemoryRecord:
+        """The memory with the given fields (storage/fields.py) changed, each checked by its
+        rule: None leaves a field as it is, fields.CLEAR empties an optional one. The same
+        object when nothing changes."""
         memory = self._current(memory)
         old = memory.snapshot()
-        new = dict(old)
-        if name is not None:
-            new["name"] = check_name(name)
-        if type is not None:
-            new["type"] = check_type(type)
-        if description is not None:
-            new["description"] = check_description(description)
-        if body is not None:
-            new["body"] = check_body(body)
-        if extra is not None:
-            new["extra"] = dict(extra)
+        new = fields.applied(old, changes)
         if new == old:
             return memory
         if self._on_postgres() and (new["type"] == "user") != (old["type"] == "user"):
@@ -296,8 +272,8 @@ class WriteTransaction:
             )
         if new["name"] != old["name"] and new["name"] in self._live_names():
             raise MemoryExists(new["name"])
-        changed = memory.changed(**new)
-        if any(new[key] != old[key] for key in ("name", "description", "body", "extra")):
+        changed = memory.changed(**fields.full(new))
+        if any(new.get(key) != old.get(key) for key in fields.SCANNED):
             self._refuse_secrets(changed)
         return self._apply(changed, Operation.UPDATE, memory)
 
@@ -339,7 +315,7 @@ class WriteTransaction:
         if memory is None:
             rows = self.connection.execute(
                 select(memory_table)
-                .where(memory_table.c.name == name, memory_table.c.deleted_at.is_not(None))
+                .where(memory_table.c.name == name, ~LIVE)
                 .order_by(memory_table.c.deleted_at.desc(), memory_table.c.id.desc())
             ).mappings()
             # Skip rows this transaction has already changed (restored, renamed).
@@ -456,7 +432,13 @@ class WriteTransaction:
         """The one secrets check of every write that makes a memory's text live: create,
         update, restore, and so import, undo, extraction, consolidation and /remember."""
         if not self.allow_secrets:
-            refuse_secrets(memory.name, memory.description, memory.body, memory.extra)
+            refuse_secrets(
+                memory.name,
+                memory.description,
+                memory.body,
+                memory.extra,
+                fields.scanned_others(memory),
+            )
 
     def by_id(self, memory_id: int) -> MemoryRecord:
         """This transaction's view of a memory, live or deleted."""
