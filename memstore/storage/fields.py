@@ -33,7 +33,8 @@ if TYPE_CHECKING:
 
 # A memory is live until it is deleted: a deleted memory keeps its row, for history and
 # restore. The one condition, as SQL (for the DBAPI reads and raw statements; a table's
-# alias goes before it: `m.{LIVE_SQL}`) and as SQLAlchemy says it (`live`, models.LIVE).
+# alias goes before it: `m.{LIVE_SQL}`), as SQLAlchemy says it (`live`, models.LIVE), and
+# of a record read (MemoryRecord.is_live).
 LIVE_SQL: Final = "deleted_at IS NULL"
 
 
@@ -135,6 +136,11 @@ class MemoryRecord:
     created_at: str
     updated_at: str
     deleted_at: str | None = None
+
+    @property
+    def is_live(self) -> bool:
+        """LIVE_SQL, of this record: not deleted."""
+        return self.deleted_at is None
 
     def snapshot(self) -> dict[str, Any]:
         """The values an event records as old/new: every content field, an optional one

@@ -199,7 +199,7 @@ class WriteTransaction:
 
     def find_identical(self, type: str, description: str, body: str) -> MemoryRecord | None:
         """A live memory whose type, description and body are exactly these (as stored)."""
-        fresh = (m for m in self._changed.values() if m.deleted_at is None)
+        fresh = (m for m in self._changed.values() if m.is_live)
         same = (type, description, body)
         found = next((m for m in fresh if (m.type, m.description, m.body) == same), None)
         if found is not None:
@@ -219,7 +219,7 @@ class WriteTransaction:
         )
         stored = [self._changed.get(row["id"]) or MemoryRecord(**row) for row in rows.mappings()]
         fresh = [self._changed[id_] for id_ in sorted(self._new_ids)]
-        return [m for m in [*stored, *fresh] if m.deleted_at is None]
+        return [m for m in [*stored, *fresh] if m.is_live]
 
     # -- writes ----------------------------------------------------------------------------
 
@@ -302,7 +302,7 @@ class WriteTransaction:
     def _current(self, memory: MemoryRecord) -> MemoryRecord:
         """This transaction's latest state of `memory`, which must be live."""
         current = self._changed.get(memory.id, memory)
-        if current.deleted_at is not None:
+        if not current.is_live:
             raise MemoryNotFound(current.name)
         return current
 
@@ -310,7 +310,7 @@ class WriteTransaction:
         """Bring back the most recently deleted memory called `name`."""
         if name in self._live_names():
             raise NothingToRestore(name, "a memory with that name exists")
-        deleted_here = [m for m in self._changed.values() if m.name == name and m.deleted_at]
+        deleted_here = [m for m in self._changed.values() if m.name == name and not m.is_live]
         memory = max(deleted_here, key=lambda m: m.id) if deleted_here else None
         if memory is None:
             rows = self.connection.execute(
@@ -330,7 +330,7 @@ class WriteTransaction:
     def restore_id(self, memory_id: int) -> MemoryRecord:
         """Bring back one particular deleted memory (an undo knows exactly which)."""
         memory = self.by_id(memory_id)
-        if memory.deleted_at is None:
+        if memory.is_live:
             raise NothingToRestore(memory.name, "it is not deleted")
         if memory.name in self._live_names():
             raise NothingToRestore(memory.name, "a memory with that name exists")
@@ -358,7 +358,7 @@ class WriteTransaction:
             # Freed space is overwritten with zeros, so the erased text is not left in the file.
             self.connection.exec_driver_sql("PRAGMA secure_delete = ON")
         for memory in memories:
-            if memory.deleted_at is None:
+            if memory.is_live:
                 self.delete(memory)
         self._purged.extend(memory.id for memory in memories)
         return memories
@@ -482,9 +482,9 @@ class WriteTransaction:
         if before is not None:
             memory = memory.changed(version=before.version + 1, updated_at=self.now)
         live = self._live_names()
-        if before is not None and before.deleted_at is None:
+        if before is not None and before.is_live:
             live.pop(before.name)
-        if memory.deleted_at is None:
+        if memory.is_live:
             live[memory.name] = memory.id
         self._changed[memory.id] = memory
         old = None if before is None or operation is Operation.RESTORE else before.snapshot()

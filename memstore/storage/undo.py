@@ -84,7 +84,7 @@ def undo_run(store: MemoryStore, run_id: str) -> UndoResult:
                 continue
             old = event.old_value or {}
             memory = tx.by_id(memory_id)
-            if memory.deleted_at is not None:
+            if not memory.is_live:
                 try:
                     memory = tx.restore_id(memory_id)
                 except NothingToRestore:
