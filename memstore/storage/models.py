@@ -1,4 +1,6 @@
-"""SQLModel tables. Schema changes go through Alembic revisions in migrations/versions."""
+"""The tables: SQLModel's, and `memory`, whose columns are a memory's fields as
+storage/fields.py declares them. Schema changes go through Alembic revisions in
+migrations/versions."""
 
 from __future__ import annotations
 
@@ -45,7 +47,8 @@ def utc_now() -> str:
 
 
 # The memory table's columns are MemoryRecord's fields (storage/fields.py), typed by their
-# annotations: adding a field to the definition adds its column here.
+# annotations as SQLModel types them (AutoString for str): adding a field to the definition
+# adds its column here.
 _COLUMN_TYPES: dict[str, Callable[[], TypeEngine[Any]]] = {
     "int": Integer,
     "str": AutoString,
