@@ -51,6 +51,7 @@ from memstore.files.importer import file_says_a_version
 from memstore.files.inplace import render_in_place
 from memstore.storage.engine import writer
 from memstore.storage.models import (
+    LIVE,
     MemoryRecord,
     MemorySummary,
     memory_event_table,
@@ -143,12 +144,9 @@ def _export_locked(
     if not dry_run:
         _remove_stale_temporaries(directory)
     key = folder_key(directory, store.path)
-    live = memory_table.c.deleted_at.is_(None)
-    summary_columns = [
-        memory_table.c[name] for name in ("id", "name", "type", "description", "version")
-    ]
+    summary_columns = [memory_table.c[name] for name in ("id", *MemorySummary._fields, "version")]
     with store.engine.connect() as connection:
-        every = connection.execute(select(*summary_columns).where(live)).all()
+        every = connection.execute(select(*summary_columns).where(LIVE)).all()
         records = load_records(connection, key, legacy_key(directory))
         private = {} if personal or store.url is None else _persons_own(every)
         memories = [memory for memory in every if memory.id not in private]

@@ -19,6 +19,14 @@ from frontmatter.default_handlers import YAMLHandler
 
 from memstore.errors import InvalidMemory, NotAMemory, UnreadableFile
 from memstore.limits import INDEX_DESCRIPTION_MAX_CHARS
+from memstore.storage.fields import (
+    CLEAR,
+    CONTENT,
+    FRONTMATTER_KEYS,
+    REQUIRED_FIELDS,
+    RULES,
+    Place,
+)
 from memstore.storage.records import MemoryRecord, MemorySummary, MemoryType
 from memstore.storage.validation import normalize_newlines
 from memstore.text import shorten
@@ -26,7 +34,9 @@ from memstore.text import shorten
 INDEX_FILE_NAME = "MEMORY.md"
 INDEX_MAX_LINES = 200
 INDEX_MAX_BYTES = 25_000
-MODELED_KEYS = ("name", "description", "type")
+# The frontmatter keys that are a memory's fields (storage/fields.py), in the file's order;
+# every other key is kept in `extra`.
+MODELED_KEYS = FRONTMATTER_KEYS
 TYPE_ORDER = {t.value: i for i, t in enumerate(MemoryType)}
 _HANDLER = YAMLHandler()
 _BEYOND_BMP = re.compile("[\U00010000-\U0010ffff]")
@@ -73,9 +83,7 @@ def synced_extra(extra: dict[str, Any], type_: str) -> dict[str, Any]:
 
 def render_memory_file(memory: MemoryRecord) -> str:
     metadata: dict[str, Any] = {
-        "name": memory.name,
-        "description": memory.description,
-        "type": memory.type,
+        key: value for key in MODELED_KEYS if (value := getattr(memory, key)) is not None
     }
     for key, value in memory.extra.items():
         if key not in MODELED_KEYS:
@@ -130,19 +138,24 @@ def parse_memory_text(text: str) -> ParsedFile:
 
 
 def memory_fields(text: str) -> dict[str, Any]:
-    """A memory's canonical text (as `memctl edit` shows it) read back as the fields of an
-    update: name, type, description, body and extra. UnreadableFile, or InvalidMemory when
-    the frontmatter lacks a modeled key."""
+    """A memory's canonical text (as `memctl edit` shows it) read back as the changes of an
+    update: every field of a memory (storage/fields.py), CLEAR for an optional one the text
+    leaves out. UnreadableFile, or InvalidMemory when the frontmatter lacks a required key."""
     parsed = parse_memory_text(text)
     metadata = parsed.metadata
-    for key in ("name", "type", "description"):
-        if not isinstance(metadata.get(key), str):
+    for key in CONTENT:
+        required = key in MODELED_KEYS and key in REQUIRED_FIELDS
+        if required and not isinstance(metadata.get(key), str):
             raise InvalidMemory(key, "must be present in the frontmatter as text")
-    return {
-        **{key: metadata[key] for key in MODELED_KEYS},
-        "body": parsed.body,
-        "extra": {k: v for k, v in metadata.items() if k not in MODELED_KEYS},
-    }
+    fields: dict[str, Any] = {}
+    for key, rule in RULES.items():
+        if rule.place is Place.BODY:
+            fields[key] = parsed.body
+        elif rule.place is Place.EXTRA:
+            fields[key] = {k: v for k, v in metadata.items() if k not in MODELED_KEYS}
+        else:
+            fields[key] = CLEAR if metadata.get(key) is None else metadata[key]
+    return fields
 
 
 _PLAIN_LINE = re.compile(r"([A-Za-z_][\w-]*): (\S(?:.*\S)?)")

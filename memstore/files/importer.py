@@ -40,11 +40,13 @@ from memstore.files.export_state import (
 )
 from memstore.files.format import (
     INDEX_FILE_NAME,
+    MODELED_KEYS,
     parse_memory_text,
     render_memory_file,
     synced_extra,
 )
 from memstore.limits import DESCRIPTION_MAX_CHARS
+from memstore.storage.fields import CLEAR, CONTENT, OPTIONAL, RULES, SCANNED_OTHERS, restoring
 from memstore.storage.models import MemoryRecord
 from memstore.storage.store import MemoryStore
 from memstore.storage.validation import (
@@ -83,6 +85,13 @@ class ImportItem:
     left_out: str | None = None
     # A file in a subfolder read instead of the top-level copy export wrote of its memory.
     over_export: bool = False
+    # The optional fields (storage/fields.py) the file gives a value, checked.
+    optional: dict[str, Any] = field(default_factory=dict)
+
+    def values(self) -> dict[str, Any]:
+        """The memory the file says, as a snapshot of its fields (storage/fields.py)."""
+        given = {key: getattr(self, key) for key in CONTENT if key not in OPTIONAL}
+        return {**given, **self.optional}
 
 
 @dataclass
@@ -183,7 +192,12 @@ def read_memory_bytes(raw: bytes, relative: str, default_type: str | None) -> Im
     type_ = _memory_type(metadata, path.stem, default_type, notes)
     description = _description(metadata.get("description"), body, notes)
     given = metadata.get("name")
-    extra = {k: v for k, v in metadata.items() if k not in ("name", "description", "type")}
+    extra = {k: v for k, v in metadata.items() if k not in MODELED_KEYS}
+    optional = {
+        key: RULES[key].check(metadata[key])
+        for key in OPTIONAL
+        if key in MODELED_KEYS and metadata.get(key) is not None
+    }
     name = _name(given, path.stem, extra, notes)
     return ImportItem(
         relative,
@@ -195,6 +209,7 @@ def read_memory_bytes(raw: bytes, relative: str, default_type: str | None) -> Im
         notes,
         sha256(raw),
         name_declared=name == given,
+        optional=optional,
     )
 
 
@@ -307,7 +322,7 @@ def _make_names_unique(
     holder: dict[str, ImportItem] = {}
     # Each memory said so far, by what it says (its name as the file gives it, before any
     # numbering), to the first file that said it.
-    said: dict[tuple[str, ...], ImportItem] = {}
+    said: dict[str, ImportItem] = {}
     as_exported: Collection[str] | None = None
 
     def over_export(sub: ImportItem, top: ImportItem) -> bool:
@@ -351,22 +366,19 @@ def _make_names_unique(
         holder[item.name] = item
 
 
-def _memory_key(item: ImportItem) -> tuple[str, ...]:
+def _memory_key(item: ImportItem) -> str:
     """What a file says as a memory: two files with equal keys are one memory."""
-    extra = json.dumps(item.extra, sort_keys=True, ensure_ascii=False, default=repr)
-    return (item.name, item.type, item.description, item.body, extra)
+    return json.dumps(item.values(), sort_keys=True, ensure_ascii=False, default=repr)
 
 
 def says_version(item: ImportItem, version: dict[str, Any]) -> bool:
     """Whether a file says what `version` (a memory's snapshot) says; its name aside, which
     a file may spell differently (free text, a numbered duplicate)."""
     extra = version.get("extra") or {}
-    return (
-        item.type == version.get("type")
-        and item.description == version.get("description")
-        and item.body == version.get("body")
-        and item.extra in (extra, synced_extra(extra, item.type))
-    )
+    said = item.values()
+    return all(
+        said.get(key) == version.get(key) for key in CONTENT if key not in ("name", "extra")
+    ) and item.extra in (extra, synced_extra(extra, item.type))
 
 
 def file_says_a_version(raw: bytes, file_name: str, versions: list[dict[str, Any]]) -> bool:
@@ -385,13 +397,15 @@ def file_says_a_version(raw: bytes, file_name: str, versions: list[dict[str, Any
 def _changes(item: ImportItem, memory: MemoryRecord) -> dict[str, Any]:
     if item.extra == synced_extra(memory.extra, memory.type):
         item.extra = memory.extra  # what export wrote, not a change
-    wanted = {
-        "type": item.type,
-        "description": item.description,
-        "body": item.body,
-        "extra": item.extra,
+    # Every field but the name (the file's record, not its name, says which memory it is),
+    # an optional one the file leaves out cleared.
+    wanted = restoring(item.values())
+    del wanted["name"]
+    return {
+        key: value
+        for key, value in wanted.items()
+        if getattr(memory, key) != (None if value is CLEAR else value)
     }
-    return {key: value for key, value in wanted.items() if getattr(memory, key) != value}
 
 
 @dataclass
@@ -513,9 +527,7 @@ def import_memories(
         for item, memory, changes in _plan(items, live, records, report):
             try:
                 if memory is None:
-                    results[item.path] = tx.create(
-                        item.name, item.type, item.description, item.body, item.extra
-                    )
+                    results[item.path] = tx.create(**item.values())
                 else:
                     results[item.path] = tx.update(memory, **changes) if changes else memory
             except InvalidMemory as error:
@@ -566,7 +578,8 @@ def _without_secrets(
 
     found = {}
     for item in items:
-        secret = memory_secret(item.name, item.description, item.body, item.extra)
+        others = {key: item.optional[key] for key in SCANNED_OTHERS if key in item.optional}
+        secret = memory_secret(item.name, item.description, item.body, item.extra, others)
         if secret is not None:
             found[item.path] = secret
     if not found:

@@ -15,6 +15,7 @@ import yaml
 from memstore.errors import InvalidMemory, UnreadableFile
 from memstore.files.format import render_memory_file
 from memstore.files.importer import ImportItem, read_memory_bytes, says_version
+from memstore.storage.fields import full
 from memstore.storage.models import MemoryRecord
 
 _FRONTMATTER = re.compile(r"(?P<open>---[ \t]*\n)(?P<front>.*?\n)?(?P<close>---[ \t]*\n\n*)", re.S)
@@ -80,7 +81,5 @@ def _states_a_type(disk: bytes, file_name: str) -> bool:
 
 
 def _is_canonical(item: ImportItem, disk: bytes, memory: MemoryRecord) -> bool:
-    as_written = memory.changed(
-        type=item.type, description=item.description, body=item.body, extra=item.extra
-    )
+    as_written = memory.changed(**{**full(item.values()), "name": memory.name})
     return render_memory_file(as_written).encode() == disk

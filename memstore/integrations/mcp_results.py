@@ -59,16 +59,9 @@ class ShownMemory(MemoryListing):
 
     @classmethod
     def of_record(cls, memory: MemoryRecord) -> ShownMemory:
-        return cls(
-            name=memory.name,
-            type=memory.type,
-            description=memory.description,
-            body=memory.body,
-            version=memory.version,
-            created_at=memory.created_at,
-            updated_at=memory.updated_at,
-            text=render_memory_file(memory),
-        )
+        # The fields this result shows, read from the record by name (storage/fields.py).
+        shown = {key: getattr(memory, key) for key in cls.model_fields if key != "text"}
+        return cls(**shown, text=render_memory_file(memory))
 
 
 class ListResult(BaseModel):

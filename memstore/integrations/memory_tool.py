@@ -142,7 +142,7 @@ class MemstoreMemoryTool(BetaAbstractMemoryTool):
                     f"The frontmatter names the memory {_echo(item.name)!r} but the path is "
                     f"{path}: the path names it. Nothing was changed."
                 )
-            memory = tx.create(name, item.type, item.description, item.body, item.extra)
+            memory = tx.create(**item.values())
         done = f"File created successfully at: {path}"
         if framed:
             return done
@@ -268,13 +268,7 @@ class MemstoreMemoryTool(BetaAbstractMemoryTool):
                     f"The edit changes the name in the frontmatter to {_echo(fields['name'])!r}; "
                     f"use the rename command to rename {path}. Nothing was changed."
                 )
-            updated = tx.update(
-                memory,
-                type=fields["type"],
-                description=fields["description"],
-                body=fields["body"],
-                extra=fields["extra"],
-            )
+            updated = tx.update(memory, **fields)
             return render_memory_file(updated)
 
     def _listing(self, path: str) -> str:

@@ -11,7 +11,13 @@ from sqlalchemy import Connection, func, select
 
 from memstore.learning.consolidate import ACTOR, MAX_MEMORIES
 from memstore.storage import undo
-from memstore.storage.models import Operation, memory_event_table, memory_table, run_table
+from memstore.storage.models import (
+    LIVE,
+    Operation,
+    memory_event_table,
+    memory_table,
+    run_table,
+)
 from memstore.storage.store import MemoryStore
 
 THRESHOLD = 10
@@ -82,7 +88,5 @@ def _finished_at(connection: Connection, run_id: str) -> str:
 def _count_at(connection: Connection, at: str) -> int:
     """How many memories were live at the instant `at` (history keeps deleted rows)."""
     memories = memory_table.c
-    query = select(func.count()).where(
-        memories.created_at <= at, memories.deleted_at.is_(None) | (memories.deleted_at > at)
-    )
+    query = select(func.count()).where(memories.created_at <= at, LIVE | (memories.deleted_at > at))
     return connection.execute(query).scalar_one()

@@ -11,7 +11,6 @@ which only the role owning the tables may do; any other role is refused in one l
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,6 +22,7 @@ from memstore.errors import CopyRefused, HistoryTampered
 from memstore.storage import chain
 from memstore.storage.copy_source import OWNER, TABLES, SourceRows, row_dicts, stored_columns
 from memstore.storage.models import memory_table
+from memstore.storage.reader import record_from_row
 from memstore.storage.records import RECORD_COLUMNS, MemoryRecord
 
 # The tables whose ids a PostgreSQL sequence hands out: moved past the copied ids.
@@ -168,9 +168,7 @@ def _live_records(source: SourceRows) -> list[MemoryRecord]:
     records = []
     for row in row_dicts(source, "memory"):
         if row["deleted_at"] is None:
-            values = {name: row[name] for name in RECORD_COLUMNS}
-            values["extra"] = json.loads(values["extra"])
-            records.append(MemoryRecord(**values))
+            records.append(record_from_row([row[name] for name in RECORD_COLUMNS]))
     return records
 
 

@@ -1,7 +1,11 @@
-"""SQLModel tables. Schema changes go through Alembic revisions in migrations/versions."""
+"""The tables: SQLModel's, and `memory`, whose columns are a memory's fields as
+storage/fields.py declares them. Schema changes go through Alembic revisions in
+migrations/versions."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, cast
@@ -17,7 +21,11 @@ from sqlalchemy import (
     Table,
     text,
 )
+from sqlalchemy.types import TypeEngine
 from sqlmodel import Field, SQLModel
+from sqlmodel.sql.sqltypes import AutoString
+
+from memstore.storage.fields import LIVE_SQL, live
 
 # The values read from the store live apart from the tables (records.py), for readers that
 # must not import SQLAlchemy; they are importable from here as before.
@@ -38,32 +46,35 @@ def utc_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-class Memory(SQLModel, table=True):
-    __tablename__ = "memory"
-    __table_args__ = (
-        # Names are unique among live memories only: a deleted memory keeps its row
-        # (and its name) so that it can be restored.
-        Index(
-            "ix_memory_live_name",
-            "name",
-            unique=True,
-            sqlite_where=text("deleted_at IS NULL"),
-        ),
-    )
+# The memory table's columns are MemoryRecord's fields (storage/fields.py), typed by their
+# annotations as SQLModel types them (AutoString for str): adding a field to the definition
+# adds its column here.
+_COLUMN_TYPES: dict[str, Callable[[], TypeEngine[Any]]] = {
+    "int": Integer,
+    "str": AutoString,
+    "dict[str, Any]": JSON,
+}
 
-    # A stable integer key: the FTS5 index refers to memories by it.
-    id: int | None = Field(default=None, primary_key=True)
-    name: str
-    type: str
-    description: str
-    body: str
-    # Frontmatter keys memstore does not model, written back on export.
-    extra: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
-    # Bumped by every change; lets export skip memories it already wrote.
-    version: int = 1
-    created_at: str
-    updated_at: str
-    deleted_at: str | None = None
+
+def _memory_column(field: dataclasses.Field[Any]) -> Column[Any]:
+    if field.name == "id":
+        # A stable integer key: the FTS5 index refers to memories by it.
+        return Column("id", Integer, primary_key=True)
+    annotation = str(field.type)
+    kind = annotation.removesuffix(" | None")
+    return Column(field.name, _COLUMN_TYPES[kind](), nullable=kind != annotation)
+
+
+memory_table = Table(
+    "memory",
+    SQLModel.metadata,
+    *(_memory_column(field) for field in dataclasses.fields(MemoryRecord)),
+    # Names are unique among live memories only: a deleted memory keeps its row (and its
+    # name) so that it can be restored.
+    Index("ix_memory_live_name", "name", unique=True, sqlite_where=text(LIVE_SQL)),
+)
+# The one live condition as SQLAlchemy says it (fields.live, beside LIVE_SQL).
+LIVE = live(memory_table)
 
 
 class Run(SQLModel, table=True):
@@ -153,11 +164,8 @@ class MemoryVector(SQLModel, table=True):
 
 # Core views of the tables: the store reads and writes with Core statements, which are an
 # order of magnitude cheaper per row than ORM objects when an import touches 10,000 rows.
-memory_table = cast(Table, SQLModel.metadata.tables["memory"])
 memory_event_table = cast(Table, SQLModel.metadata.tables["memory_event"])
 run_table = cast(Table, SQLModel.metadata.tables["run"])
 exported_file_table = cast(Table, SQLModel.metadata.tables["exported_file"])
 memory_purge_table = cast(Table, SQLModel.metadata.tables["memory_purge"])
 memory_vector_table = cast(Table, SQLModel.metadata.tables["memory_vector"])
-# Deleted memories keep their row, for history and restore.
-LIVE = memory_table.c.deleted_at.is_(None)

@@ -65,7 +65,7 @@ def index(connection: SQLConnection, memories: Iterable[MemoryRecord]) -> None:
     live: list[list[Any]] = [[], [], [], [], []]
     gone = []
     for memory in memories:
-        if memory.deleted_at is None:
+        if memory.is_live:
             columns = [words(memory.name), words(memory.description), words(memory.body)]
             texts = [" ".join(column) for column in columns]
             row = (memory.id, *texts, sum(len(column) for column in columns))

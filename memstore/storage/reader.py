@@ -17,13 +17,14 @@ from typing import Any, cast
 from memstore.errors import NoDatabase, SchemaTooNew, StoreUnavailable
 from memstore.settings import database_location
 from memstore.storage.dbapi import Connection, is_sqlite, mark
+from memstore.storage.fields import JSON_COLUMNS, LIVE_SQL
 from memstore.storage.records import RECORD_COLUMNS, MemoryRecord, MemorySummary
 from memstore.storage.schema_version import SCHEMA_HEAD, VERSION_TABLE
 from memstore.storage.search import match_expression, ranked_ids, ranked_matches, segment
 
 BUSY_TIMEOUT_MS = 15_000
 # Only parameter marks are added to it, never values.
-_SELECT_LIVE = f"SELECT {', '.join(RECORD_COLUMNS)} FROM memory WHERE deleted_at IS NULL"
+_SELECT_LIVE = f"SELECT {', '.join(RECORD_COLUMNS)} FROM memory WHERE {LIVE_SQL}"
 # SQLite limits the number of bound parameters in one statement.
 _IDS_PER_QUERY = 500
 
@@ -94,10 +95,12 @@ def check_revision(path: Path | str, revision: str | None, upgrade: str) -> None
 
 
 def record_from_row(values: Sequence[Any]) -> MemoryRecord:
-    """A memory from a row of RECORD_COLUMNS read on the DBAPI connection (`extra` is JSON)."""
+    """A memory from a row of RECORD_COLUMNS read on the DBAPI connection (JSON_COLUMNS
+    as text on SQLite)."""
     fields = dict(zip(RECORD_COLUMNS, values, strict=True))
-    if isinstance(fields["extra"], str):  # psycopg hands out JSON parsed already
-        fields["extra"] = json.loads(fields["extra"])
+    for column in JSON_COLUMNS:
+        if isinstance(fields[column], str):  # psycopg hands out JSON parsed already
+            fields[column] = json.loads(fields[column])
     return MemoryRecord(**fields)
 
 
@@ -115,7 +118,7 @@ def live_records(connection: Connection, ids: Sequence[int]) -> dict[int, Memory
 
 def live_summaries(connection: Connection, type: str | None = None) -> list[MemorySummary]:
     """Name, type and description of the live memories (of one checked type), by name."""
-    query = "SELECT name, type, description FROM memory WHERE deleted_at IS NULL"
+    query = f"SELECT {', '.join(MemorySummary._fields)} FROM memory WHERE {LIVE_SQL}"
     parameters: tuple[str, ...] = ()
     if type is not None:
         query += f" AND type = {mark(connection)}"

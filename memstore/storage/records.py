@@ -1,20 +1,18 @@
-"""What the store hands out: a memory as read (MemoryRecord), a listing's line (MemorySummary),
-a search's hit (SearchHit) and the memory types. Plain Python, no SQLAlchemy: `memctl hook`
-reads the store with these before every prompt, where importing the ORM would cost most of
-its time (storage/models.py re-exports them beside the tables)."""
+"""What the store hands out: a memory as read (MemoryRecord, declared in fields.py), a
+listing's line (MemorySummary), a search's hit (SearchHit) and the memory types. Plain
+Python, no SQLAlchemy: `memctl hook` reads the store with these before every prompt, where
+importing the ORM would cost most of its time (storage/models.py re-exports them beside the
+tables)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
-from enum import StrEnum
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import NamedTuple
 
-
-class MemoryType(StrEnum):
-    USER = "user"
-    FEEDBACK = "feedback"
-    PROJECT = "project"
-    REFERENCE = "reference"
+# A memory's fields are declared in fields.py (MemoryRecord); importable from here as before.
+from memstore.storage.fields import RECORD_COLUMNS as RECORD_COLUMNS
+from memstore.storage.fields import MemoryRecord as MemoryRecord
+from memstore.storage.validation import MemoryType as MemoryType
 
 
 class MemorySummary(NamedTuple):
@@ -23,39 +21,6 @@ class MemorySummary(NamedTuple):
     name: str
     type: str
     description: str
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryRecord:
-    """A memory as read from the store: an immutable value, one row of `memory`."""
-
-    id: int
-    name: str
-    type: str
-    description: str
-    body: str
-    extra: dict[str, Any]
-    version: int
-    created_at: str
-    updated_at: str
-    deleted_at: str | None = None
-
-    def snapshot(self) -> dict[str, Any]:
-        """The values an event records as old/new."""
-        return {
-            "name": self.name,
-            "type": self.type,
-            "description": self.description,
-            "body": self.body,
-            "extra": self.extra,
-        }
-
-    def changed(self, **fields: Any) -> MemoryRecord:
-        return replace(self, **fields)
-
-
-# The columns of `memory`, in the table's order: a record is built from a row of them.
-RECORD_COLUMNS = tuple(field.name for field in fields(MemoryRecord))
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
+from memstore.storage.fields import LIVE_SQL
+
 # name, description, body: a word in the name or description says more than one in the body.
 BM25_WEIGHTS = (5.0, 3.0, 1.0)
 MAX_TERMS = 32
@@ -148,7 +150,7 @@ _SCORED = (
 _RANKED = f"{_SCORED} ORDER BY score LIMIT ?"
 # The same, among the memories of one type (filtered before the limit, not after it).
 _RANKED_OF_TYPE = (
-    f"{_SCORED} AND rowid IN (SELECT id FROM memory WHERE type = ? AND deleted_at IS NULL)"
+    f"{_SCORED} AND rowid IN (SELECT id FROM memory WHERE type = ? AND {LIVE_SQL})"
     " ORDER BY score LIMIT ?"
 )
 

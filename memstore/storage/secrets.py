@@ -133,15 +133,23 @@ class MemorySecret(NamedTuple):
 
 
 def memory_secret(
-    name: str, description: str, body: str, extra: dict[str, Any] | None = None
+    name: str,
+    description: str,
+    body: str,
+    extra: dict[str, Any] | None = None,
+    others: dict[str, Any] | None = None,
 ) -> MemorySecret | None:
     """The first secret in a memory, checked as a whole, or None.
 
     The name is read as words (a name made from text, as /remember does, can carry a
-    password); frontmatter kept in `extra` is checked as JSON."""
+    password); frontmatter kept in `extra` is checked as JSON, as are `others`, the values
+    of the memory's other fields searched (storage/fields.py), each under its name."""
     fields = [("name", name.replace("-", " ")), ("description", description), ("body", body)]
     if extra:
         fields.append(("extra", json.dumps(extra, ensure_ascii=False, default=str)))
+    for key, value in (others or {}).items():
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        fields.append((key, text))
     # One scan of the fields on lines of their own (a line break also joins "password:" at
     # the end of the description to its value at the start of the body)...
     texts = [normalise(text) for _, text in fields]

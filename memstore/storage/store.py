@@ -27,6 +27,7 @@ from memstore.storage.engine import (
     open_database,
     writer,
 )
+from memstore.storage.fields import LIVE_SQL
 from memstore.storage.history import History
 from memstore.storage.models import (
     LIVE,
@@ -201,30 +202,25 @@ class MemoryStore:
         extra: dict[str, Any] | None = None,
         *,
         allow_secrets: bool = False,
+        **optional: Any,
     ) -> MemoryRecord:
+        """A new memory; `optional`: values of the optional fields (storage/fields.py)."""
         with self.transaction(allow_secrets=allow_secrets) as tx:
-            return tx.create(name, type, description, body, extra)
+            return tx.create(name, type, description, body, extra, **optional)
 
     def update(
         self,
         name: str,
         *,
         new_name: str | None = None,
-        type: str | None = None,
-        description: str | None = None,
-        body: str | None = None,
-        extra: dict[str, Any] | None = None,
         allow_secrets: bool = False,
+        **changes: Any,
     ) -> MemoryRecord:
+        """Change the fields given (type=, description=, body=, extra=, …: storage/fields.py)
+        of the memory `name`; None leaves a field as it is, fields.CLEAR empties an optional
+        one."""
         with self.transaction(allow_secrets=allow_secrets) as tx:
-            return tx.update(
-                tx.get(name),
-                name=new_name,
-                type=type,
-                description=description,
-                body=body,
-                extra=extra,
-            )
+            return tx.update(tx.get(name), name=new_name, **changes)
 
     def delete(self, name: str) -> MemoryRecord:
         with self.transaction() as tx:
@@ -285,7 +281,7 @@ class MemoryStore:
         # On the DBAPI connection: every recall asks first, and SQLAlchemy's per-call overhead
         # was most of the time of a count the live-name index answers.
         with self._dbapi() as connection:
-            row = connection.execute("SELECT count(*) FROM memory WHERE deleted_at IS NULL")
+            row = connection.execute(f"SELECT count(*) FROM memory WHERE {LIVE_SQL}")
             return int(row.fetchone()[0])
 
     @read_again_once
@@ -338,7 +334,7 @@ class MemoryStore:
                 "SELECT m.id, m.version, v.vector FROM memory AS m"
                 " LEFT JOIN memory_vector AS v ON v.memory_id = m.id"
                 f" AND v.model = {mark(connection)} AND v.memory_version = m.version"
-                " WHERE m.deleted_at IS NULL ORDER BY m.id",
+                f" WHERE m.{LIVE_SQL} ORDER BY m.id",
                 (model,),
             ).fetchall()
         # psycopg reads bytea as memoryview
@@ -365,7 +361,7 @@ class MemoryStore:
                 "SELECT count(v.memory_id), count(*) FROM memory AS m"
                 " LEFT JOIN memory_vector AS v ON v.memory_id = m.id"
                 f" AND v.model = {mark(connection)} AND v.memory_version = m.version"
-                " WHERE m.deleted_at IS NULL",
+                f" WHERE m.{LIVE_SQL}",
                 (model,),
             ).fetchone()
         return row[0], row[1]

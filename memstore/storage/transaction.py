@@ -29,7 +29,7 @@ from memstore.errors import (
     MemoryNotFound,
     NothingToRestore,
 )
-from memstore.storage import chain, who
+from memstore.storage import chain, fields, who
 from memstore.storage.engine import insert_rows, to_json
 from memstore.storage.models import (
     LIVE,
@@ -41,14 +41,7 @@ from memstore.storage.models import (
     memory_vector_table,
     run_table,
 )
-from memstore.storage.validation import (
-    check_body,
-    check_description,
-    check_name,
-    check_type,
-    refuse_secrets,
-    with_suffix,
-)
+from memstore.storage.validation import check_name, refuse_secrets, with_suffix
 
 _EVENTS = memory_event_table.c
 
@@ -206,7 +199,7 @@ class WriteTransaction:
 
     def find_identical(self, type: str, description: str, body: str) -> MemoryRecord | None:
         """A live memory whose type, description and body are exactly these (as stored)."""
-        fresh = (m for m in self._changed.values() if m.deleted_at is None)
+        fresh = (m for m in self._changed.values() if m.is_live)
         same = (type, description, body)
         found = next((m for m in fresh if (m.type, m.description, m.body) == same), None)
         if found is not None:
@@ -226,7 +219,7 @@ class WriteTransaction:
         )
         stored = [self._changed.get(row["id"]) or MemoryRecord(**row) for row in rows.mappings()]
         fresh = [self._changed[id_] for id_ in sorted(self._new_ids)]
-        return [m for m in [*stored, *fresh] if m.deleted_at is None]
+        return [m for m in [*stored, *fresh] if m.is_live]
 
     # -- writes ----------------------------------------------------------------------------
 
@@ -241,17 +234,17 @@ class WriteTransaction:
         description: str,
         body: str,
         extra: dict[str, Any] | None = None,
+        **optional: Any,
     ) -> MemoryRecord:
+        """A new memory; `optional`: values of the optional fields (storage/fields.py)."""
         name = check_name(name)
         if name in self._live_names():
             raise MemoryExists(name)
+        given = {"type": type, "description": description, "body": body, "extra": extra}
+        values = fields.applied({"name": name}, {**given, **optional})
         memory = MemoryRecord(
             id=self._allocate_id(),
-            name=name,
-            type=check_type(type),
-            description=check_description(description),
-            body=check_body(body),
-            extra=dict(extra or {}),
+            **fields.full(values),
             version=1,
             created_at=self.now,
             updated_at=self.now,
@@ -261,30 +254,13 @@ class WriteTransaction:
         self._apply(memory, Operation.CREATE, None)
         return memory
 
-    def update(
-        self,
-        memory: MemoryRecord,
-        *,
-        name: str | None = None,
-        type: str | None = None,
-        description: str | None = None,
-        body: str | None = None,
-        extra: dict[str, Any] | None = None,
-    ) -> MemoryRecord:
-        """The memory with the given fields changed; the same object when nothing changes."""
+    def update(self, memory: MemoryRecord, **changes: Any) -> MemoryRecord:
+        """The memory with the given fields (storage/fields.py) changed, each checked by its
+        rule: None leaves a field as it is, fields.CLEAR empties an optional one. The same
+        object when nothing changes."""
         memory = self._current(memory)
         old = memory.snapshot()
-        new = dict(old)
-        if name is not None:
-            new["name"] = check_name(name)
-        if type is not None:
-            new["type"] = check_type(type)
-        if description is not None:
-            new["description"] = check_description(description)
-        if body is not None:
-            new["body"] = check_body(body)
-        if extra is not None:
-            new["extra"] = dict(extra)
+        new = fields.applied(old, changes)
         if new == old:
             return memory
         if self._on_postgres() and (new["type"] == "user") != (old["type"] == "user"):
@@ -296,8 +272,8 @@ class WriteTransaction:
             )
         if new["name"] != old["name"] and new["name"] in self._live_names():
             raise MemoryExists(new["name"])
-        changed = memory.changed(**new)
-        if any(new[key] != old[key] for key in ("name", "description", "body", "extra")):
+        changed = memory.changed(**fields.full(new))
+        if any(new.get(key) != old.get(key) for key in fields.SCANNED):
             self._refuse_secrets(changed)
         return self._apply(changed, Operation.UPDATE, memory)
 
@@ -326,7 +302,7 @@ class WriteTransaction:
     def _current(self, memory: MemoryRecord) -> MemoryRecord:
         """This transaction's latest state of `memory`, which must be live."""
         current = self._changed.get(memory.id, memory)
-        if current.deleted_at is not None:
+        if not current.is_live:
             raise MemoryNotFound(current.name)
         return current
 
@@ -334,12 +310,12 @@ class WriteTransaction:
         """Bring back the most recently deleted memory called `name`."""
         if name in self._live_names():
             raise NothingToRestore(name, "a memory with that name exists")
-        deleted_here = [m for m in self._changed.values() if m.name == name and m.deleted_at]
+        deleted_here = [m for m in self._changed.values() if m.name == name and not m.is_live]
         memory = max(deleted_here, key=lambda m: m.id) if deleted_here else None
         if memory is None:
             rows = self.connection.execute(
                 select(memory_table)
-                .where(memory_table.c.name == name, memory_table.c.deleted_at.is_not(None))
+                .where(memory_table.c.name == name, ~LIVE)
                 .order_by(memory_table.c.deleted_at.desc(), memory_table.c.id.desc())
             ).mappings()
             # Skip rows this transaction has already changed (restored, renamed).
@@ -354,7 +330,7 @@ class WriteTransaction:
     def restore_id(self, memory_id: int) -> MemoryRecord:
         """Bring back one particular deleted memory (an undo knows exactly which)."""
         memory = self.by_id(memory_id)
-        if memory.deleted_at is None:
+        if memory.is_live:
             raise NothingToRestore(memory.name, "it is not deleted")
         if memory.name in self._live_names():
             raise NothingToRestore(memory.name, "a memory with that name exists")
@@ -382,7 +358,7 @@ class WriteTransaction:
             # Freed space is overwritten with zeros, so the erased text is not left in the file.
             self.connection.exec_driver_sql("PRAGMA secure_delete = ON")
         for memory in memories:
-            if memory.deleted_at is None:
+            if memory.is_live:
                 self.delete(memory)
         self._purged.extend(memory.id for memory in memories)
         return memories
@@ -456,7 +432,13 @@ class WriteTransaction:
         """The one secrets check of every write that makes a memory's text live: create,
         update, restore, and so import, undo, extraction, consolidation and /remember."""
         if not self.allow_secrets:
-            refuse_secrets(memory.name, memory.description, memory.body, memory.extra)
+            refuse_secrets(
+                memory.name,
+                memory.description,
+                memory.body,
+                memory.extra,
+                fields.scanned_others(memory),
+            )
 
     def by_id(self, memory_id: int) -> MemoryRecord:
         """This transaction's view of a memory, live or deleted."""
@@ -500,9 +482,9 @@ class WriteTransaction:
         if before is not None:
             memory = memory.changed(version=before.version + 1, updated_at=self.now)
         live = self._live_names()
-        if before is not None and before.deleted_at is None:
+        if before is not None and before.is_live:
             live.pop(before.name)
-        if memory.deleted_at is None:
+        if memory.is_live:
             live[memory.name] = memory.id
         self._changed[memory.id] = memory
         old = None if before is None or operation is Operation.RESTORE else before.snapshot()

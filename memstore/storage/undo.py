@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from memstore.errors import CannotUndo, NothingToRestore
 from memstore.storage.chain import is_purged
+from memstore.storage.fields import restoring
 from memstore.storage.models import MemoryEvent, Operation, Run
 from memstore.storage.store import MemoryStore
 
@@ -83,7 +84,7 @@ def undo_run(store: MemoryStore, run_id: str) -> UndoResult:
                 continue
             old = event.old_value or {}
             memory = tx.by_id(memory_id)
-            if memory.deleted_at is not None:
+            if not memory.is_live:
                 try:
                     memory = tx.restore_id(memory_id)
                 except NothingToRestore:
@@ -94,14 +95,8 @@ def undo_run(store: MemoryStore, run_id: str) -> UndoResult:
                 result.restored.append(memory.name)
             else:
                 result.reverted.append(str(old.get("name", memory.name)))
-            tx.update(
-                memory,
-                name=old.get("name"),
-                type=old.get("type"),
-                description=old.get("description"),
-                body=old.get("body"),
-                extra=old.get("extra"),
-            )
+            # Every field of the definition, emptied where the event's value has none.
+            tx.update(memory, **restoring(old))
         result.run_id = tx.run_id
     return result
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+from enum import StrEnum
 from typing import Any
 
 from memstore.errors import InvalidMemory, SecretRefused
 from memstore.limits import DESCRIPTION_MAX_CHARS
-from memstore.storage.records import MemoryType
 
 NAME_PATTERN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 NAME_MAX_LENGTH = 64
@@ -25,6 +25,15 @@ RESERVED_NAMES = frozenset(
     + [f"com{i}" for i in range(10)]
     + [f"lpt{i}" for i in range(10)]
 )
+
+
+class MemoryType(StrEnum):
+    USER = "user"
+    FEEDBACK = "feedback"
+    PROJECT = "project"
+    REFERENCE = "reference"
+
+
 TYPES = tuple(t.value for t in MemoryType)
 
 
@@ -126,11 +135,18 @@ def check_new_memory(
         refuse_secrets(name, description, body, dict(extra or {}))
 
 
-def refuse_secrets(name: str, description: str, body: str, extra: dict[str, Any]) -> None:
-    """SecretRefused when a memory's text holds what looks like a secret."""
+def refuse_secrets(
+    name: str,
+    description: str,
+    body: str,
+    extra: dict[str, Any],
+    others: dict[str, Any] | None = None,
+) -> None:
+    """SecretRefused when a memory's text holds what looks like a secret (`others`: the
+    values of its other fields searched, storage/fields.py's SCANNED_OTHERS)."""
     from memstore.storage.secrets import memory_secret  # compiles its patterns: only on writes
 
-    found = memory_secret(name, description, body, extra)
+    found = memory_secret(name, description, body, extra, others)
     if found is not None:
         raise SecretRefused(found.field, found.finding.kind, name)
 
