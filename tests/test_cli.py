@@ -14,6 +14,7 @@ import pytest
 
 from memstore.storage.store import MemoryStore
 from tests.conftest import MemctlRunner
+from tests.terminal import Terminal
 
 
 def add_tabs(memctl: MemctlRunner) -> None:
@@ -160,6 +161,30 @@ def test_edit_with_no_editor_set_refuses_rather_than_start_vi(
     assert_one_line_error(done, "no editor: set $EDITOR")
     assert "--body" in done.stderr and not ran.exists()
     assert len(json.loads(memctl("history", "--json").stdout)) == 1
+
+
+def test_edit_at_a_terminal_with_no_editor_set_runs_vi(
+    memctl: MemctlRunner, tmp_path: Path
+) -> None:
+    """As git does: a person at a terminal who set no editor gets vi."""
+    add_tabs(memctl)
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    vi = folder / "vi"  # a vi that changes the description and saves
+    vi.write_text("#!/bin/sh\nsed -i 's/never tabs/tabs never/' \"$1\"\n")
+    vi.chmod(0o755)
+    path = f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"
+    term = Terminal(
+        ["edit", "user-preference-tabs"],
+        cwd=tmp_path,
+        env={"VISUAL": "", "EDITOR": "", "PATH": path},
+    )
+    try:
+        assert term.finish() == 0, term.screen()
+    finally:
+        term.close()
+    shown = json.loads(memctl("show", "user-preference-tabs", "--json").stdout)
+    assert shown["description"] == "User wants 4-space indentation, tabs never"
 
 
 def test_rm_restore_history(memctl: MemctlRunner) -> None:

@@ -138,8 +138,10 @@ def _edit_in_editor(
     from memstore.files.format import memory_fields, render_memory_file
 
     opened = store.get(name)
-    editor = State.settings.editor
-    if not editor:  # no guessing (vi): without a terminal it would hang, or garble the output
+    # With none set, a person at a terminal gets vi, as git gives it; without a terminal vi
+    # would hang or garble the output, so the command refuses.
+    editor = State.settings.editor or ("vi" if sys.stdin.isatty() and sys.stdout.isatty() else "")
+    if not editor:
         fail(
             "no editor: set $EDITOR (or $VISUAL), or give the new text with --name, --type,"
             " --description or --body (memctl edit --help)"
