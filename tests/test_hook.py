@@ -229,6 +229,16 @@ def test_a_capped_index_escapes_the_memories_not_memstores_own_line(tmp_path: Pa
     assert all(">" not in line and "<" not in line for line in lines if line.startswith("- ["))
 
 
+def test_an_index_of_text_that_escaping_lengthens_stays_within_the_limit(tmp_path: Path) -> None:
+    root = tmp_path / "brackets"
+    with MemoryStore(root / ".memory" / "memstore.db") as store, store.transaction() as tx:
+        for i in range(200):
+            tx.create(f"note-{i:03}", "project", f"Note {i} " + "<&>" * 20, "body")
+    index = context_of(run_hook(session_start(root)), "SessionStart")  # checks the limit
+    assert "- [note-000](note-000.md) — Note 0 &lt;&amp;&gt;" in index
+    assert index.split("\n")[-2].startswith("> ") and "more memories are not listed" in index
+
+
 def test_a_huge_prompt_is_answered_from_its_end(project: Path) -> None:
     filler = "lorem ipsum dolor sit amet " * 200_000  # 5.4 MB
     started = time.monotonic()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -301,24 +301,30 @@ def _json_safe(value: Any) -> Any:
     return convert(value)
 
 
+def _utf8_size(line: str) -> int:
+    return len(line.encode())
+
+
 def render_index(
     entries: Iterable[MemorySummary],
     *,
     max_bytes: int = INDEX_MAX_BYTES,
     files: Mapping[str, str] | None = None,
+    size_of: Callable[[str], int] = _utf8_size,
 ) -> str:
     """MEMORY.md: one line per memory, preferences first, at most 200 lines and 25,000 bytes
-    (`max_bytes` for a smaller room: Claude Code's hook context). `files` maps the name of a
-    memory kept in another file than `<name>.md` (one imported from another tool) to it."""
+    (`max_bytes` for a smaller room: Claude Code's hook context; `size_of` a line's size
+    where it is shown otherwise, escaped). `files` maps the name of a memory kept in another
+    file than `<name>.md` (one imported from another tool) to it."""
     ordered = sorted(entries, key=lambda e: (TYPE_ORDER.get(e.type, len(TYPE_ORDER)), e.name))
     lines = [index_line(entry, (files or {}).get(entry.name)) for entry in ordered]
-    if len(lines) <= INDEX_MAX_LINES and sum(len(x.encode()) for x in lines) <= max_bytes:
+    if len(lines) <= INDEX_MAX_LINES and sum(map(size_of, lines)) <= max_bytes:
         return "".join(lines)
     kept: list[str] = []
     size = 0
     note_room = len(omitted_note(len(lines), max_bytes).encode())
     for line in lines:
-        line_size = len(line.encode())
+        line_size = size_of(line)
         if len(kept) + 2 > INDEX_MAX_LINES or size + line_size + note_room > max_bytes:
             break
         kept.append(line)

@@ -149,12 +149,20 @@ def _index(reader: StoreReader, _event: dict[str, Any]) -> str:
     summaries = reader.summaries()
     if not summaries:
         return ""
-    lines = render_index(summaries, max_bytes=CONTEXT_MAX_BYTES).strip().split("\n")
-    # Only the memories' lines are their text, escaped; a last line saying how many were left
-    # out (`> 17 more memories …`) is memstore's own, and a memory's line starts with "- [".
-    own = lines.pop() if lines[-1].startswith("> ") else ""
-    index = as_data("\n".join(lines)) + (f"\n{own}" if own else "")
+    # Escaping makes the text longer (< is &lt;): the index is cut to what fits escaped.
+    rendered = render_index(
+        summaries, max_bytes=CONTEXT_MAX_BYTES, size_of=lambda line: len(as_data(line).encode())
+    )
+    index = _escaped_index(rendered)
     return f"{INDEX_HEADER}\n<memory_index>\n{index}\n</memory_index>"
+
+
+def _escaped_index(rendered: str) -> str:
+    """Only the memories' lines are their text, escaped; a last line saying how many were
+    left out (`> 17 more memories …`) is memstore's own; a memory's line starts with '- ['."""
+    lines = rendered.strip().split("\n")
+    own = lines.pop() if lines[-1].startswith("> ") else ""
+    return as_data("\n".join(lines)) + (f"\n{own}" if own else "")
 
 
 _ANSWERS: dict[str, Callable[[StoreReader, dict[str, Any]], str]] = {
