@@ -101,7 +101,11 @@ class Writer:
         """Two memories into one through consolidation's own apply_plan (no model: the plan
         is written here), refused when either changed after it was read."""
         names = sorted({self.name(), self.name()})
-        sources = [self.store.find(n) for n in names]
+        try:
+            sources = [self.store.find(n) for n in names]
+        except MemstoreError as error:  # as any read that meets the restart: logged, counted
+            self.log(i=i, command=command, outcome="failed", error=type(error).__name__)
+            return
         if any(s is None for s in sources):
             self.log(i=i, command=command, outcome="refused", error="MemoryNotFound")
             return
