@@ -168,8 +168,8 @@ def _read_plain_frontmatter(front: str) -> dict[str, Any] | None:
     (what memstore itself writes for most memories), read without the YAML parser; None
     for anything else, which then goes to the parser.
 
-    PyYAML's constructor is most of the cost of reading a file: about half of a
-    10,000-file import. tests/test_files.py checks this against yaml.load.
+    PyYAML's constructor is most of the cost of reading a file, and so a large part of an
+    import's (benchmarks/bench_store.py). tests/test_files.py checks this against yaml.load.
     """
     metadata: dict[str, Any] = {}
     for line in front.split("\n"):  # not splitlines(): YAML breaks lines at \n only

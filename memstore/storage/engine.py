@@ -80,8 +80,8 @@ def insert_rows(connection: SQLConnection, table: Table, rows: Sequence[dict[str
     """Insert many rows with multi-row INSERT statements.
 
     Not executemany: SQLite runs the FTS trigger of a one-row statement in its own
-    savepoint, which makes FTS5 flush its buffer on every row (10,000 memories took 0.94 s
-    row by row, 0.42 s in statements of 500). The SQL is built here rather than by
+    savepoint, which makes FTS5 flush its buffer on every row (about twice as slow on a
+    large import: benchmarks/bench_store.py). The SQL is built here rather than by
     SQLAlchemy, whose compiler costs more than SQLite itself for thousands of parameters.
     """
     if not rows:

@@ -162,8 +162,8 @@ class MemoryVector(SQLModel, table=True):
     vector: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
 
 
-# Core views of the tables: the store reads and writes with Core statements, which are an
-# order of magnitude cheaper per row than ORM objects when an import touches 10,000 rows.
+# Core views of the tables: the store reads and writes with Core statements, which cost far
+# less per row than ORM objects when an import touches thousands of rows.
 memory_event_table = cast(Table, SQLModel.metadata.tables["memory_event"])
 run_table = cast(Table, SQLModel.metadata.tables["run"])
 exported_file_table = cast(Table, SQLModel.metadata.tables["exported_file"])

@@ -27,7 +27,7 @@ HAN_CHARACTERS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002a6df"
 
 # Function words that say nothing about which memory matters (English, and the filler of a
 # chat with a coding agent). Common content words are left to bm25's idf: dropping them too
-# cost recall (docs/recall.md).
+# cost recall (benchmarks/recall-notes.md#the-keyword-path).
 ENGLISH_STOPWORDS = frozenset(
     """
 a about above after again against all am an and any are as at be because been before being
@@ -120,7 +120,7 @@ def ranked_matches(
     rows are joined.
 
     Runs on the DBAPI connection: a search is one statement, and SQLAlchemy's per-call
-    overhead was most of its latency (p50 2.3 ms → about 1 ms at 10,000 memories).
+    overhead was most of its latency (benchmarks/bench_store.py measures it).
     """
     selected = ", ".join(f"memory.{column}" for column in columns)
     parameters: tuple[Any, ...]

@@ -425,6 +425,6 @@ class MemoryStore:
     def summaries(self, type: str | None = None) -> list[MemorySummary]:
         """Name, type and description of the live memories, by name: cheaper than memories()."""
         # On the DBAPI connection: the index goes into every chat turn's system prompt, and
-        # SQLAlchemy's per-row processing took 9 ms of this at 1,000 memories (now 1 ms).
+        # SQLAlchemy's per-row processing was most of the time this takes.
         with self._dbapi() as connection:
             return live_summaries(connection, None if type is None else check_type(type))
