@@ -1,5 +1,6 @@
-"""Recall's code says why, never a measured figure: figures go stale as the code changes, and
-they are kept, dated, in benchmarks/recall-notes.md beside the script that makes them."""
+"""The code says why, never a measured figure: figures go stale as the code changes, and
+they are kept, dated, in benchmarks/ beside the script that makes them (recall's in
+benchmarks/recall-notes.md, the others in benchmarks/README.md)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-RECALL = sorted((ROOT / "memstore" / "recall").glob("*.py"))
+MODULES = sorted([*(ROOT / "memstore").rglob("*.py"), *(ROOT / "cli" / "memctl").rglob("*.py")])
 # A duration (12 ms, 0.2 s, 3 seconds), a retrieval measure (R@5, hit@5, MRR, p50), or a
 # measurement's before and after (.698 -> .704).
 FIGURE = re.compile(
@@ -36,14 +37,14 @@ def _prose(source: str) -> list[tuple[int, str]]:
     return found
 
 
-@pytest.mark.parametrize("module", RECALL, ids=lambda path: path.name)
-def test_recall_comments_state_no_figures(module: Path) -> None:
+@pytest.mark.parametrize("module", MODULES, ids=lambda path: str(path.relative_to(ROOT)))
+def test_comments_state_no_figures(module: Path) -> None:
     figures = [
-        f"{module.name}:{line}: {match.group()!r}"
+        f"{module.relative_to(ROOT)}:{line}: {match.group()!r}"
         for line, text in _prose(module.read_text(encoding="utf-8"))
         for match in FIGURE.finditer(text)
     ]
-    assert not figures, "move the figure to benchmarks/recall-notes.md: " + ", ".join(figures)
+    assert not figures, "move the figure to benchmarks/: " + ", ".join(figures)
 
 
 def test_the_check_finds_a_figure() -> None:

@@ -40,7 +40,8 @@ RECALL_LIMIT = 5
 # character is one byte or more). The room left is the header's and the wrapper's.
 CONTEXT_MAX_BYTES = 8_500
 MEMORY_MAX_BYTES = 2_048
-# The prompt waits for the hook: a locked database is waited for this long, not 15 s.
+# The prompt waits for the hook: a locked database is waited for this long, far less than
+# other commands wait (reader.BUSY_TIMEOUT_MS).
 BUSY_TIMEOUT_MS = 500
 
 RECALL_HEADER = (
