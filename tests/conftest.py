@@ -104,6 +104,27 @@ def semantic_model() -> Path:
     return model_folder()
 
 
+# What `pytest -m "not slow"` leaves out, for a quick loop: the tests whose point is the
+# costliest process boundary (SIGKILL at random moments, a wheel built and installed, many
+# writers and a server restart, real terminals). CI runs everything.
+SLOW_MODULES = frozenset(
+    {
+        "test_crash.py",
+        "test_postgres_stress.py",
+        "test_packaging.py",
+        "test_concurrency.py",
+        "test_test_servers.py",
+    }
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        on_a_terminal = "terminal" in getattr(item, "fixturenames", ())
+        if item.path.name in SLOW_MODULES or on_a_terminal:
+            item.add_marker(pytest.mark.slow)
+
+
 ENGINES = ("sqlite", "postgresql")
 # CI sets it: there, the PostgreSQL tests must run, not skip (.ci/run installs the server).
 REQUIRE_POSTGRES_VARIABLE = "MEMSTORE_REQUIRE_POSTGRES"
