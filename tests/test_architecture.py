@@ -47,7 +47,6 @@ MAX_LINES = 450
 # memctl may join them: the commands are a module per group in memctl.commands.
 KNOWN_LONG_MODULES = {
     "memstore.files.exporter",
-    "memstore.files.importer",
     "memstore.integrations.mcp_server",
     "memstore.integrations.memory_tool",
     "memstore.storage.transaction",

@@ -47,7 +47,7 @@ from memstore.files.format import (
     render_index,
     render_memory_file,
 )
-from memstore.files.importer import file_says_a_version
+from memstore.files.import_file import file_says_a_version
 from memstore.files.inplace import render_in_place
 from memstore.storage.engine import writer
 from memstore.storage.models import (

@@ -51,7 +51,7 @@ from memstore.errors import (
     UnreadableFile,
 )
 from memstore.files.format import memory_fields, render_memory_file
-from memstore.files.importer import read_memory_bytes
+from memstore.files.import_file import read_memory_bytes
 from memstore.integrations.door import Door, LazyDoor
 from memstore.settings import Settings
 from memstore.storage.models import MemoryRecord, MemoryType
