@@ -48,7 +48,6 @@ MAX_LINES = 450
 KNOWN_LONG_MODULES = {
     "memstore.integrations.mcp_server",
     "memstore.integrations.memory_tool",
-    "memstore.storage.transaction",
 }
 
 
