@@ -46,7 +46,6 @@ MAX_LINES = 450
 # (take it off this list) and when another goes over (split that one instead). No module of
 # memctl may join them: the commands are a module per group in memctl.commands.
 KNOWN_LONG_MODULES = {
-    "memstore.integrations.mcp_server",
     "memstore.integrations.memory_tool",
 }
 
