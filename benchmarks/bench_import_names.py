@@ -15,7 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from memstore.files.importer import import_memories, read_folder
+from memstore.files.import_folder import read_folder
+from memstore.files.importer import import_memories
 from memstore.storage.store import MemoryStore
 
 

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import warnings
 
+from memstore.files.export_folder import *  # noqa: F403
+from memstore.files.export_index import *  # noqa: F403
+from memstore.files.export_plan import *  # noqa: F403
 from memstore.files.exporter import *  # noqa: F403
 from memstore.files.exporter import export_memories as export_memories
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import warnings
 
+from memstore.files.import_file import *  # noqa: F403
+from memstore.files.import_folder import *  # noqa: F403
 from memstore.files.importer import *  # noqa: F403
 from memstore.files.importer import import_memories as import_memories
 

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from memstore.errors import ExportConflict, ImportRejected, InvalidMemory
 from memstore.files.exporter import export_memories
-from memstore.files.importer import MAX_FILE_BYTES, import_memories
+from memstore.files.import_file import MAX_FILE_BYTES
+from memstore.files.importer import import_memories
 from memstore.storage.store import MemoryStore
 from memstore.storage.validation import NAME_PATTERN, check_name
 from tests.conftest import MemctlRunner, raw_sql, write

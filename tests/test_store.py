@@ -17,8 +17,8 @@ from memstore.errors import (
     MemstoreError,
     NothingToRestore,
 )
+from memstore.storage.live_names import NAMES_ONE_BY_ONE
 from memstore.storage.store import MemoryStore
-from memstore.storage.transaction import NAMES_ONE_BY_ONE
 from tests.conftest import database_errors, raw_sql
 
 pytestmark = pytest.mark.both_engines

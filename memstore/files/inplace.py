@@ -14,7 +14,7 @@ import yaml
 
 from memstore.errors import InvalidMemory, UnreadableFile
 from memstore.files.format import render_memory_file
-from memstore.files.importer import ImportItem, read_memory_bytes, says_version
+from memstore.files.import_file import ImportItem, read_memory_bytes, says_version
 from memstore.storage.fields import full
 from memstore.storage.models import MemoryRecord
 

@@ -29,7 +29,9 @@ from pathlib import Path
 from memstore.errors import ExportFailed, NoClaudeFolder
 from memstore.files.exporter import ExportResult, export_memories
 from memstore.files.format import TYPE_ORDER, index_line
-from memstore.files.importer import MAX_FILE_BYTES, FolderRead, ImportReport, import_memories
+from memstore.files.import_file import MAX_FILE_BYTES
+from memstore.files.import_folder import FolderRead
+from memstore.files.importer import ImportReport, import_memories
 from memstore.integrations.door import Door
 from memstore.storage.models import MemorySummary
 

@@ -22,6 +22,8 @@ returns to the model as an error result, and changes nothing.
   stays the path's: renaming is `rename`).
 - delete: a soft delete (`memctl restore NAME` brings it back); rename: the name changes,
   history keeps the old one.
+
+What a view shows (numbered lines, the listing) is memory_tool_views'; it imports no SDK.
 """
 
 from __future__ import annotations
@@ -51,8 +53,9 @@ from memstore.errors import (
     UnreadableFile,
 )
 from memstore.files.format import memory_fields, render_memory_file
-from memstore.files.importer import read_memory_bytes
+from memstore.files.import_file import read_memory_bytes
 from memstore.integrations.door import Door, LazyDoor
+from memstore.integrations.memory_tool_views import ROOT, lines_of, listing, numbered
 from memstore.settings import Settings
 from memstore.storage.models import MemoryRecord, MemoryType
 from memstore.storage.transaction import WriteTransaction
@@ -60,16 +63,11 @@ from memstore.storage.validation import BODY_MAX_BYTES, check_name
 from memstore.text import shorten
 
 ACTOR = "memory_tool"
-ROOT = "/memories"
 # What the model saves without saying a type: mostly what it learned about the work.
 DEFAULT_TYPE = MemoryType.PROJECT.value
 # Any text a command gives, and any file an edit leaves: the body's cap, and room for a
 # frontmatter. Checked before anything is parsed.
 FILE_MAX_BYTES = BODY_MAX_BYTES + 10_000
-# A view of /memories lists at most this many files (it goes into the model's context).
-LISTING_MAX_FILES = 1_000
-# The SDK's own file views number lines in a column this wide.
-LINE_NUMBER_WIDTH = 6
 # Paths and strings echoed in an error are cut to this many characters.
 ECHO_MAX_CHARS = 120
 
@@ -115,16 +113,16 @@ class MemstoreMemoryTool(BetaAbstractMemoryTool):
         path = _text(command, "path")
         name = memory_name(path)
         with _refusals():
-            if name is None:
-                return self._listing(path)
             store = self._doors.existing_store()
+            if name is None:
+                return listing(path, store.memories() if store is not None else [])
             memory = store.find(name) if store is not None else None
         if memory is None:
             raise _no_such_file(path)
         lines = render_memory_file(memory).split("\n")[:-1]  # the file ends with a newline
         first, last = _view_range(getattr(command, "view_range", None), len(lines))
-        numbered = _numbered(lines, first, last)
-        return f"Here's the content of {path} with line numbers:\n{numbered}"
+        shown = numbered(lines, first, last)
+        return f"Here's the content of {path} with line numbers:\n{shown}"
 
     def create(self, command: BetaMemoryTool20250818CreateCommand) -> str:
         path = _text(command, "path")
@@ -164,7 +162,7 @@ class MemstoreMemoryTool(BetaAbstractMemoryTool):
 
         def replace(content: str) -> str:
             nonlocal changed_line
-            lines = _lines_of(content, old)
+            lines = lines_of(content, old)
             if not lines:
                 raise ToolError(
                     f"No replacement was performed, old_str `{_echo(old)}` did not appear "
@@ -184,7 +182,7 @@ class MemstoreMemoryTool(BetaAbstractMemoryTool):
         first, last = max(1, changed_line - 2), min(len(lines), changed_line + 2 + new.count("\n"))
         return (
             "The memory file has been edited. Here is the snippet showing the change "
-            f"(with line numbers):\n{_numbered(lines, first, last)}"
+            f"(with line numbers):\n{numbered(lines, first, last)}"
         )
 
     def insert(self, command: BetaMemoryTool20250818InsertCommand) -> str:
@@ -270,25 +268,6 @@ class MemstoreMemoryTool(BetaAbstractMemoryTool):
                 )
             updated = tx.update(memory, **fields)
             return render_memory_file(updated)
-
-    def _listing(self, path: str) -> str:
-        store = self._doors.existing_store()
-        files = [
-            (len(render_memory_file(memory).encode()), memory.name)
-            for memory in (store.memories() if store is not None else [])
-        ]
-        lines = [f"{_size(sum(size for size, _ in files))}\t{ROOT}"]
-        lines += [f"{_size(size)}\t{ROOT}/{name}.md" for size, name in files[:LISTING_MAX_FILES]]
-        if len(files) > LISTING_MAX_FILES:
-            lines.append(
-                f"({len(files) - LISTING_MAX_FILES:,} more files are not listed: a listing "
-                f"shows {LISTING_MAX_FILES:,})"
-            )
-        header = (
-            f"Here're the files and directories up to 2 levels deep in {path}, "
-            "excluding hidden items:"
-        )
-        return "\n".join([header, *lines])
 
 
 class MemstoreAsyncMemoryTool(BetaAsyncAbstractMemoryTool):
@@ -423,15 +402,6 @@ def _has_frontmatter(text: str) -> bool:
     return text.lstrip("\ufeff").startswith("---")
 
 
-def _lines_of(content: str, part: str) -> list[int]:
-    """The line numbers at which `part` starts in `content`."""
-    lines, start = [], content.find(part)
-    while start != -1:
-        lines.append(content.count("\n", 0, start) + 1)
-        start = content.find(part, start + 1)
-    return lines
-
-
 def _view_range(given: Any, count: int) -> tuple[int, int]:
     """The first and last line to show, from the model's view_range [start, end] (end -1:
     to the end)."""
@@ -456,20 +426,3 @@ def _view_range(given: Any, count: int) -> tuple[int, int]:
             f"least its first element `{start}`."
         )
     return start, count if end == -1 else min(end, count)
-
-
-def _numbered(lines: list[str], first: int, last: int) -> str:
-    return "\n".join(
-        f"{str(number).rjust(LINE_NUMBER_WIDTH)}\t{lines[number - 1]}"
-        for number in range(first, last + 1)
-    )
-
-
-def _size(size: int) -> str:
-    """A size as the SDK's own directory views print it: 512B, 1.5K, 2M."""
-    if size < 1024:
-        return f"{size}B"
-    kib = size / 1024
-    if kib < 1024:
-        return f"{kib:.1f}K".replace(".0K", "K")
-    return f"{kib / 1024:.1f}M".replace(".0M", "M")

@@ -1,27 +1,18 @@
 """WriteTransaction: the writes of one command, each change with its history event, all
-committed together under one run id, or none at all."""
+committed together under one run id, or none at all.
+
+Which live memory holds a name is LiveNames' (storage/live_names.py); as it commits, the
+run's and events' rows are written by storage/history_rows.py and a purge's erasures by
+storage/purge.py."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
-from sqlalchemy import (
-    JSON,
-    ColumnElement,
-    Connection,
-    Text,
-    bindparam,
-    cast,
-    delete,
-    func,
-    insert,
-    literal_column,
-    select,
-    update,
-)
+from sqlalchemy import Connection, bindparam, func, select, update
 
 from memstore.errors import (
     InvalidMemory,
@@ -29,109 +20,22 @@ from memstore.errors import (
     MemoryNotFound,
     NothingToRestore,
 )
-from memstore.storage import chain, fields, who
-from memstore.storage.engine import insert_rows, to_json
+from memstore.storage import fields
+from memstore.storage.engine import insert_rows
+from memstore.storage.history_rows import PendingEvent, chained_events, write_run
+from memstore.storage.live_names import HIDDEN, LiveNames
 from memstore.storage.models import (
     LIVE,
     MemoryRecord,
     Operation,
     memory_event_table,
-    memory_purge_table,
     memory_table,
-    memory_vector_table,
-    run_table,
 )
+from memstore.storage.purge import erase_purged, is_purged
 from memstore.storage.validation import check_name, refuse_secrets, with_suffix
 
-_EVENTS = memory_event_table.c
-
-
-class PendingEvent(NamedTuple):
-    """An event of a transaction, written when it commits."""
-
-    memory_id: int
-    memory_name: str
-    operation: Operation
-    old: dict[str, Any] | None
-    new: dict[str, Any] | None
-    merged_into: int | None = None
-
-
-# A transaction asking for more names than this reads all live names at once (an import),
-# fewer one by one: reading all of them made every single write cost O(store) under the
-# writers' lock.
-NAMES_ONE_BY_ONE = 32
-# The id LiveNames gives a name that a memory this role cannot see holds: on a server,
-# another person's own (`user`) memory. The name is taken; nothing more is known of it.
-HIDDEN = -1
 # The most memory ids a transaction takes from the server's sequence at once.
 ID_BLOCK = 1024
-# A column of the last event of a server's history chain.
-_LAST_CHAINED = "SELECT {} FROM event_chain ORDER BY id DESC LIMIT 1"
-
-
-class LiveNames:
-    """The live names' ids as a writing transaction sees them: what it asked the database
-    (which no other writer changes while it holds the write lock) under its own changes.
-
-    On a server, row-level security hides other people's own memories, but their names are
-    still taken: a name no visible memory has is asked of the unique index itself
-    (memstore_live_name, revision 0008); past the one-by-one names, those a transaction
-    makes live are asked all at once before it writes (`hidden_taken`)."""
-
-    def __init__(self, connection: Connection) -> None:
-        self._connection = connection
-        self._known: dict[str, int | None] = {}  # None: no live memory has that name
-        self._all = False
-        self._server = connection.dialect.name == "postgresql"
-        self._unprobed: set[str] = set()
-
-    def get(self, name: str) -> int | None:
-        if name not in self._known:
-            if not self._all and len(self._known) < NAMES_ONE_BY_ONE:
-                self._known[name] = self._lookup(name)
-            else:
-                if not self._all:
-                    self._load_all()
-                if name not in self._known and self._server:
-                    self._unprobed.add(name)
-        return self._known.get(name)
-
-    def _lookup(self, name: str) -> int | None:
-        if self._server:
-            found = self._connection.exec_driver_sql(
-                "SELECT memstore_live_name(%s)", (name,)
-            ).scalar()
-            return None if found is None else int(found)
-        return self._connection.execute(
-            select(memory_table.c.id).where(memory_table.c.name == name, LIVE)
-        ).scalar()
-
-    def hidden_taken(self) -> list[str]:
-        """Names this transaction makes live that a memory it cannot see holds (asked of the
-        server's unique index at once; only names never looked up one by one)."""
-        mine = sorted(name for name in self._unprobed if self._known.get(name) is not None)
-        if not mine:
-            return []
-        taken = self._connection.exec_driver_sql(
-            "SELECT memstore_names_taken(%s::text[])", (mine,)
-        ).scalar()
-        return sorted(taken or [])
-
-    def __contains__(self, name: str) -> bool:
-        return self.get(name) is not None
-
-    def __setitem__(self, name: str, id_: int) -> None:
-        self._known[name] = id_
-
-    def pop(self, name: str) -> None:
-        self._known[name] = None
-
-    def _load_all(self) -> None:
-        rows = self._connection.execute(select(memory_table.c.name, memory_table.c.id).where(LIVE))
-        stored: dict[str, int | None] = {name: id_ for name, id_ in rows}
-        self._known = {**stored, **self._known}  # this transaction's changes over the stored
-        self._all = True
 
 
 @dataclass
@@ -322,7 +226,7 @@ class WriteTransaction:
             memory = next((MemoryRecord(**r) for r in rows if r["id"] not in self._changed), None)
         if memory is None:
             raise NothingToRestore(name, "no deleted memory has that name")
-        if self._is_purged(memory.id):
+        if is_purged(self.connection, memory.id):
             raise NothingToRestore(name, "its content was purged from history")
         self._refuse_secrets(memory)
         return self._apply(memory.changed(deleted_at=None), Operation.RESTORE, memory)
@@ -334,7 +238,7 @@ class WriteTransaction:
             raise NothingToRestore(memory.name, "it is not deleted")
         if memory.name in self._live_names():
             raise NothingToRestore(memory.name, "a memory with that name exists")
-        if self._is_purged(memory.id):
+        if is_purged(self.connection, memory.id):
             raise NothingToRestore(memory.name, "its content was purged from history")
         self._refuse_secrets(memory)
         return self._apply(memory.changed(deleted_at=None), Operation.RESTORE, memory)
@@ -362,71 +266,6 @@ class WriteTransaction:
                 self.delete(memory)
         self._purged.extend(memory.id for memory in memories)
         return memories
-
-    def _erase_purged(self) -> None:
-        """The purge's rewrites, after its delete events are written (the triggers let an
-        event's values become a marker only for a memory recorded in memory_purge)."""
-        execute = self.connection.execute
-        for memory_id in self._purged:
-            events = execute(
-                select(
-                    _EVENTS.id,
-                    _stored_text(_EVENTS.old_value),
-                    _stored_text(_EVENTS.new_value),
-                    _EVENTS.run_id,
-                ).where(_EVENTS.memory_id == memory_id)
-            ).all()
-            execute(
-                insert(memory_purge_table).values(
-                    run_id=self.run_id,
-                    memory_id=memory_id,
-                    memory_name=self.by_id(memory_id).name,
-                    events=len(events),
-                    purged_at=self.now,
-                )
-            )
-            execute(
-                update(memory_event_table)
-                .where(_EVENTS.id == bindparam("b_id"))
-                .values(old_value=self._marker("b_old"), new_value=self._marker("b_new")),
-                [
-                    {"b_id": event_id, "b_old": _purged_or_none(old), "b_new": _purged_or_none(new)}
-                    for event_id, old, new, _ in events
-                ],
-            )
-            for run_id in sorted({run_id for *_, run_id in events} - {self.run_id}):
-                runs = run_table.c
-                command = execute(select(runs.command).where(runs.id == run_id)).scalar_one()
-                execute(
-                    update(run_table)
-                    .where(runs.id == run_id)
-                    .values(command=chain.purged_command(command))
-                )
-            memory = self.by_id(memory_id)
-            marker = f"[purged sha256:{chain.value_hash(to_json(memory.snapshot()))}]"
-            execute(
-                update(memory_table)
-                .where(memory_table.c.id == memory_id)
-                .values(description=marker, body=marker, extra={})
-            )
-            execute(delete(memory_vector_table).where(memory_vector_table.c.memory_id == memory_id))
-        if self._purged and not self._on_postgres():
-            # The full-text index keeps a deleted text's words until its segments merge
-            # (FTS5's own command, which only SQL can say).
-            self.connection.exec_driver_sql(
-                "INSERT INTO memory_fts (memory_fts) VALUES ('optimize')"
-            )
-
-    def _marker(self, name: str) -> ColumnElement[Any]:
-        """A purge marker's JSON text, written as it is (not serialised again); PostgreSQL
-        takes text into a JSON column only by a cast."""
-        value = bindparam(name, type_=Text)
-        return cast(value, JSON) if self._on_postgres() else value
-
-    def _is_purged(self, memory_id: int) -> bool:
-        purges = memory_purge_table.c
-        query = select(purges.id).where(purges.memory_id == memory_id).limit(1)
-        return self.connection.execute(query).first() is not None
 
     def _refuse_secrets(self, memory: MemoryRecord) -> None:
         """The one secrets check of every write that makes a memory's text live: create,
@@ -528,87 +367,40 @@ class WriteTransaction:
 
             pg_search.index(self.connection, self._changed.values())
         identity, host, last = self._write_run(with_last_event=True)
-        events = self._chained_events(identity, host, last)
+        events = chained_events(
+            self.connection,
+            self.events,
+            run_id=self.run_id,
+            actor=self.actor,
+            command=self.command,
+            now=self.now,
+            identity=identity,
+            host=host,
+            last=last,
+        )
         insert_rows(self.connection, memory_event_table, events)
         self._erase_purged()
 
     def _on_postgres(self) -> bool:
         return self.connection.dialect.name == "postgresql"
 
-    def _chained_events(
-        self, identity: str | None, host: str | None, last: tuple[Any, Any] | None
-    ) -> list[dict[str, Any]]:
-        """The event rows, numbered after the last event (id and hash, or None: read here)
-        and each hashed onto the chain (this transaction holds the write lock: nobody else
-        appends meanwhile)."""
-        if last is None:
-            last = self.connection.execute(
-                select(_EVENTS.id, _EVENTS.hash).order_by(_EVENTS.id.desc()).limit(1)
-            ).first()
-        if last is not None and last[0] is None:  # a server's chain has no event yet
-            last = None
-        next_id, previous = (last[0] + 1, last[1]) if last is not None else (1, chain.GENESIS)
-        rows = []
-        for number, event in enumerate(self.events, next_id):
-            row: dict[str, Any] = {
-                "id": number,
-                "memory_id": event.memory_id,
-                "memory_name": event.memory_name,
-                "operation": event.operation.value,
-                "actor": self.actor,
-                "run_id": self.run_id,
-                "created_at": self.now,
-                "merged_into": event.merged_into,
-                "old_value": event.old,
-                "new_value": event.new,
-            }
-            stored = chain.ChainedEvent(
-                **{**row, "old_value": to_json(event.old), "new_value": to_json(event.new)},
-                command=self.command,
-                identity=identity,
-                host=host,
-            )
-            row["hash"] = previous = chain.event_hash(previous, stored)
-            rows.append(row)
-        return rows
-
     def _write_run(
         self, *, with_last_event: bool = False
     ) -> tuple[str | None, str | None, tuple[Any, Any] | None]:
-        """Write the run's row; its identity and host as stored (the chain covers them) and,
-        on a server when asked, the id and hash of the chain's last event, read by the same
-        statement (event_chain: every event's, even those this role cannot see)."""
-        row = {
+        """Write the run's row (see history_rows.write_run)."""
+        run = {
             "id": self.run_id,
             "actor": self.actor,
             "command": self.command,
             "started_at": self.started_at or self.now,
             "session_id": self.session_id,
             "undoes": self.undoes,
-            "host": who.host(),
         }
-        # PostgreSQL's trigger sets the connecting role; SQLite has none: the OS user.
-        if not self._on_postgres():
-            row["identity"] = who.os_user()
-        returned: list[ColumnElement[Any]] = [run_table.c.identity, run_table.c.host]
-        if with_last_event and self._on_postgres():
-            returned += [
-                literal_column(f"({_LAST_CHAINED.format(column)})") for column in ("id", "hash")
-            ]
-        stored = self.connection.execute(insert(run_table).returning(*returned), row).one()
-        if len(stored) > 2:
-            return stored[0], stored[1], (stored[2], stored[3])
-        return stored[0], stored[1], None
+        return write_run(self.connection, run, with_last_event=with_last_event)
 
-
-def _stored_text(column: ColumnElement[Any]) -> ColumnElement[str]:
-    """A JSON column's stored text, not its value: a purge marker keeps the text's hash.
-    (A cast: psycopg parses JSON as it reads it, whatever SQLAlchemy expects.)"""
-    return cast(column, Text)
-
-
-def _purged_or_none(text: str | None) -> str | None:
-    return None if text is None else chain.purged_value(text)
+    def _erase_purged(self) -> None:
+        """The purge's rewrites, after its delete events are written (storage/purge.py)."""
+        erase_purged(self.connection, self._purged, self.by_id, self.run_id, self.now)
 
 
 def _row_of(memory: MemoryRecord, columns: Iterable[str]) -> dict[str, Any]:

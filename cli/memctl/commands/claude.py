@@ -82,7 +82,7 @@ def claude_import(
 ) -> None:
     """Read Claude Code's memory folder of this workspace into the database."""
     from memstore.errors import ImportRejected
-    from memstore.files.importer import read_for_import
+    from memstore.files.import_folder import read_for_import
     from memstore.integrations.claude_code import existing, import_folder
 
     folder = existing(_claude_folder())

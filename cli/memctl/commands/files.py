@@ -71,7 +71,8 @@ def import_command(
     """Read memory files (ours, Claude Code's, hand-written) into the database; a file removed
     from the folder since deletes its memory (docs/file-format.md)."""
     from memstore.errors import ImportRejected
-    from memstore.files.importer import import_memories, read_for_import
+    from memstore.files.import_folder import read_for_import
+    from memstore.files.importer import import_memories
 
     folder = _folder(directory)
     if folder.is_file():

@@ -1,0 +1,124 @@
+"""Erasing a purged memory's content as the transaction that purges it commits.
+
+Each of its events keeps its row, with its values replaced by a marker holding their SHA-256,
+as do the commands of the runs that wrote them and the memory row's text; its vectors go.
+The history's hash chain still verifies (storage/chain.py); nothing can restore or undo it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    ColumnElement,
+    Connection,
+    Text,
+    bindparam,
+    cast,
+    delete,
+    insert,
+    select,
+    update,
+)
+
+from memstore.storage import chain
+from memstore.storage.engine import to_json
+from memstore.storage.models import (
+    MemoryRecord,
+    memory_event_table,
+    memory_purge_table,
+    memory_table,
+    memory_vector_table,
+    run_table,
+)
+
+_EVENTS = memory_event_table.c
+
+
+def erase_purged(
+    connection: Connection,
+    purged: list[int],
+    by_id: Callable[[int], MemoryRecord],
+    purging_run: str,
+    now: str,
+) -> None:
+    """The rewrites of the memories `purged` (`by_id`: the transaction's view of each;
+    `purging_run`: its run), after its delete events are written (the triggers let an
+    event's values become a marker only for a memory recorded in memory_purge)."""
+    execute = connection.execute
+    on_postgres = connection.dialect.name == "postgresql"
+    for memory_id in purged:
+        events = execute(
+            select(
+                _EVENTS.id,
+                _stored_text(_EVENTS.old_value),
+                _stored_text(_EVENTS.new_value),
+                _EVENTS.run_id,
+            ).where(_EVENTS.memory_id == memory_id)
+        ).all()
+        execute(
+            insert(memory_purge_table).values(
+                run_id=purging_run,
+                memory_id=memory_id,
+                memory_name=by_id(memory_id).name,
+                events=len(events),
+                purged_at=now,
+            )
+        )
+        execute(
+            update(memory_event_table)
+            .where(_EVENTS.id == bindparam("b_id"))
+            .values(
+                old_value=_marker(on_postgres, "b_old"), new_value=_marker(on_postgres, "b_new")
+            ),
+            [
+                {"b_id": event_id, "b_old": _purged_or_none(old), "b_new": _purged_or_none(new)}
+                for event_id, old, new, _ in events
+            ],
+        )
+        for run_id in sorted({run_id for *_, run_id in events} - {purging_run}):
+            runs = run_table.c
+            command = execute(select(runs.command).where(runs.id == run_id)).scalar_one()
+            execute(
+                update(run_table)
+                .where(runs.id == run_id)
+                .values(command=chain.purged_command(command))
+            )
+        memory = by_id(memory_id)
+        marker = f"[purged sha256:{chain.value_hash(to_json(memory.snapshot()))}]"
+        execute(
+            update(memory_table)
+            .where(memory_table.c.id == memory_id)
+            .values(description=marker, body=marker, extra={})
+        )
+        execute(delete(memory_vector_table).where(memory_vector_table.c.memory_id == memory_id))
+    if purged and not on_postgres:
+        # The full-text index keeps a deleted text's words until its segments merge
+        # (FTS5's own command, which only SQL can say).
+        connection.exec_driver_sql("INSERT INTO memory_fts (memory_fts) VALUES ('optimize')")
+
+
+def _marker(on_postgres: bool, name: str) -> ColumnElement[Any]:
+    """A purge marker's JSON text, written as it is (not serialised again); PostgreSQL
+    takes text into a JSON column only by a cast."""
+    value = bindparam(name, type_=Text)
+    return cast(value, JSON) if on_postgres else value
+
+
+def is_purged(connection: Connection, memory_id: int) -> bool:
+    """Whether the memory's content was purged from history (nothing can bring it back)."""
+    purges = memory_purge_table.c
+    query = select(purges.id).where(purges.memory_id == memory_id).limit(1)
+    return connection.execute(query).first() is not None
+
+
+def _stored_text(column: ColumnElement[Any]) -> ColumnElement[str]:
+    """A JSON column's stored text, not its value: a purge marker keeps the text's hash.
+    (A cast: psycopg parses JSON as it reads it, whatever SQLAlchemy expects.)"""
+    return cast(column, Text)
+
+
+def _purged_or_none(text: str | None) -> str | None:
+    return None if text is None else chain.purged_value(text)
