@@ -39,6 +39,13 @@ class Terminal:
         environment = {**os.environ, "TERM": "xterm-256color", **env}
         environment.pop("MEMSTORE_DB", None)
         environment.pop("NO_COLOR", None)
+        # The size is the window's, as a terminal gives it: LINES and COLUMNS would override
+        # it (rich reads them first). A pytest-xdist worker has LINES=24 COLUMNS=80: pytest
+        # imports readline early, GNU readline exports the size it finds (24x80 with no
+        # terminal), and the workers inherit it. Told 24 rows on a 15-row window, the chat
+        # drew its live area past the bottom, and its top lines stayed in the scrollback.
+        for variable in ("LINES", "COLUMNS"):
+            environment.pop(variable, None)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "memctl", *args],
             stdin=program_side,

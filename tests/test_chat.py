@@ -510,8 +510,12 @@ def test_the_terminal_is_left_as_it_was(
 
 
 def test_a_streamed_answer_taller_than_the_screen_is_shown_once(
-    terminal: Any, anthropic_server: AnthropicServer
+    terminal: Any, anthropic_server: AnthropicServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # What a pytest-xdist worker's environment holds (tests/terminal.py): the window is still
+    # the pty's 15 rows.
+    monkeypatch.setenv("LINES", "24")
+    monkeypatch.setenv("COLUMNS", "80")
     answer = "\n\n".join(f"paragraph {i} of the answer" for i in range(40))
     anthropic_server.script(text_reply(answer))
     term = terminal("--no-memory", rows=15)
