@@ -14,7 +14,6 @@ import sys
 from typing import Annotated, Any
 
 import typer
-from sqlalchemy.exc import DatabaseError
 from typer.core import TyperGroup
 
 from memctl.commands import audit, chat, claude, files, memories, semantic, server
@@ -151,6 +150,18 @@ def _interrupted(error: BaseException) -> bool:
     return False
 
 
+def _database_errors() -> tuple[type[Exception], ...]:
+    """The database errors main() says in one line: sqlite3's, and psycopg's and
+    SQLAlchemy's when they were imported. A command that only reads never imports
+    SQLAlchemy (its start-up would be most of theirs), and then cannot have met its errors."""
+    errors: list[type[Exception]] = [sqlite3.DatabaseError]
+    for module in ("psycopg", "sqlalchemy.exc"):
+        loaded = sys.modules.get(module)
+        if loaded is not None:
+            errors.append(loaded.DatabaseError)
+    return tuple(errors)
+
+
 def main() -> None:
     # Each command line starts from nothing found yet: one process may run main() many times
     # (the tests do), and a --db given to one must not linger for the next.
@@ -174,7 +185,7 @@ def main() -> None:
         raise SystemExit(0) from None
     except MemstoreError as error:
         fail(str(error))
-    except (DatabaseError, sqlite3.DatabaseError) as error:  # e.g. corrupted pages met late
+    except _database_errors() as error:  # e.g. corrupted pages met late
         if isinstance(State.db, str):
             from memstore.storage.server import server_error
 
