@@ -1,7 +1,7 @@
 """memctl's start-up: the commands that only read (list, show, search, recall --offline,
 index, path, history) and --version and --help import neither SQLAlchemy nor the model's SDK,
-on either engine; and what they read without SQLAlchemy (storage/reads.py) is what
-MemoryStore reads."""
+nor pydantic (cli/memctl/coercion.py), on either engine; what they read without SQLAlchemy
+(storage/reads.py) is what MemoryStore reads; and a value Typer must coerce still is."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from memstore.storage.store import MemoryStore
 
 pytestmark = pytest.mark.both_engines
 
-HEAVY = {"sqlalchemy", "sqlmodel", "alembic", "anthropic"}
+HEAVY = {"sqlalchemy", "sqlmodel", "alembic", "anthropic", "pydantic"}
 # memctl's entry point, then the modules it loaded, on stderr's last line.
 SCRIPT = (
     "import json, sys\n"
@@ -77,14 +77,14 @@ def test_read_commands_import_neither_the_orm_nor_the_sdk(
         (("list", "--json", "-t", "user"), "Code style rules"),
         (("show", "style"), "ruff format, always"),
         (("show", "style", "--json"), "ruff format, always"),
-        (("search", "deploy"), "deploy-notes"),
+        (("search", "deploy", "-n", "3"), "deploy-notes"),
         (("recall", "--offline", "how do we deploy to staging?"), "deploy-notes"),
         (("recall", "--offline", "deploy to staging", "--json"), "deploy-notes"),
         (("index",), "[style](style.md)"),
         (("path",), ""),
         (("history",), "description: Code style → Code style rules"),
         (("history", "old", "--json"), "An old link"),
-        (("history", "--runs"), "STARTED"),
+        (("history", "--runs", "--limit", "5"), "STARTED"),
         (("history", "--run", three_memories[:8]), three_memories),
         (("history", "--run", three_memories, "--json"), "deploy-notes"),
     ):
@@ -150,3 +150,22 @@ def test_the_light_reader_reads_what_the_store_reads(
         assert {k: _fields(v) for k, v in light.history.runs_by_id(ids).items()} == {
             k: _fields(v) for k, v in store.history.runs_by_id(ids).items()
         }
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("0", "Input should be greater than or equal to 1"),
+        ("-2", "Input should be greater than or equal to 1"),
+        ("two", "Input should be a valid integer, unable to parse string as an integer"),
+        ("1.5", "Input should be a valid integer, unable to parse string as an integer"),
+    ],
+)
+def test_a_value_typer_must_coerce_still_is(
+    memctl: Any, three_memories: str, value: str, said: str
+) -> None:
+    """Values with nothing to coerce skip pydantic; any other goes to Typer's coercion."""
+    done = memctl("search", "deploy", "--limit", value)
+    assert done.returncode == 2
+    assert f"Invalid value for '--limit' / '-n': {said}" in done.stderr
+    assert memctl("search", "deploy", "-n", "01").stdout.count("deploy-notes") == 1

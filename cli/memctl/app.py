@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
+from memctl.coercion import plain_values_first
 from memctl.commands import audit, chat, claude, files, memories, semantic, server
 from memctl.context import State, err, fail, set_db
 from memctl.render import print_json
@@ -32,6 +33,11 @@ class _DbGroup(TyperGroup):
         super().__init__(*args, **kwargs)
         option = next(p for p in self.params if p.name == "db")
         _add_db_option(self, option)
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        # Every parameter is there by now (Typer adds its completion options after __init__).
+        plain_values_first(self)
+        return list(super().parse_args(ctx, args))
 
 
 def _add_db_option(group: Any, option: Any) -> None:

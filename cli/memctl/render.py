@@ -157,6 +157,8 @@ def _char_cells(char: str) -> int:
 
 def cell_width(text: str) -> int:
     """How many terminal cells `text` takes."""
+    if text.isascii():  # _char_cells counts every ASCII character as one cell
+        return len(text)
     return sum(_char_cells(char) for char in text)
 
 
