@@ -12,8 +12,6 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from memstore.storage.chain import is_purged
-
 if TYPE_CHECKING:
     from memstore.learning.consolidate import ConsolidationPlan
     from memstore.recall.turn import Recall
@@ -206,6 +204,8 @@ def one_line(value: Any) -> str:
 
 def change_summary(event: EventView) -> str:
     """What an event changed, in a few words."""
+    from memstore.storage.chain import is_purged  # hashlib, which a listing does not need
+
     old, new = event.old_value, event.new_value
     if is_purged(old) or is_purged(new):
         return "content purged"

@@ -222,6 +222,15 @@ def search(
         err(f"no memory matches {quoted(query)}")
 
 
+def _semantic_recall_on() -> bool:
+    """Whether recall compares in meaning; the switch is read first, which imports nothing."""
+    if not State.settings.semantic:
+        return False
+    from memstore.recall.vectors import unavailable_reason
+
+    return unavailable_reason() is None
+
+
 def recall_command(
     text: str,
     offline: Annotated[
@@ -237,11 +246,12 @@ def recall_command(
     """Which memories the agent would be shown for TEXT, by which path, and why."""
     from memstore.llm.client import make_client
     from memstore.recall.turn import recall
-    from memstore.recall.vectors import SemanticIndex, unavailable_reason
 
     client = None if offline else make_client()
     messages = [{"role": "user", "content": text}]
-    if unavailable_reason() is None:
+    if _semantic_recall_on():
+        from memstore.recall.vectors import SemanticIndex
+
         # Semantic recall computes and saves the vectors it lacks: it takes the whole store.
         with open_store(read_only=True) as store:
             result = recall(
