@@ -162,10 +162,11 @@ def test_the_light_reader_reads_what_the_store_reads(
     ],
 )
 def test_a_value_typer_must_coerce_still_is(
-    memctl: Any, three_memories: str, value: str, said: str
+    memctl: Any, three_memories: str, database_env: dict[str, str], value: str, said: str
 ) -> None:
     """Values with nothing to coerce skip pydantic; any other goes to Typer's coercion."""
-    done = memctl("search", "deploy", "--limit", value)
+    done = memctl("search", "deploy", "--limit", value, env=database_env)
     assert done.returncode == 2
     assert f"Invalid value for '--limit' / '-n': {said}" in done.stderr
-    assert memctl("search", "deploy", "-n", "01").stdout.count("deploy-notes") == 1
+    found = memctl("search", "deploy", "-n", "01", env=database_env)
+    assert found.stdout.count("deploy-notes") == 1
