@@ -146,6 +146,34 @@ def _command_name(args: list[str]) -> str | None:
     return None
 
 
+def _app_for(args: list[str]) -> typer.Typer:
+    """The app that runs `args`: when they name a command after nothing but --db, the app
+    with that command alone, since Typer builds every command it has before it parses (a
+    good part of a quick command's time); the whole app for anything else (help, an option
+    first, a name it does not know, shell completion)."""
+    name = _leading_command(args)
+    if name is None or any(variable.endswith("_COMPLETE") for variable in os.environ):
+        return app
+    commands = [info for info in app.registered_commands if info.name == name]
+    groups = [info for info in app.registered_groups if info.name == name]
+    if not commands and not groups:
+        return app
+    alone = copy.copy(app)
+    alone.registered_commands, alone.registered_groups = commands, groups
+    return alone
+
+
+def _leading_command(args: list[str]) -> str | None:
+    """The first word of `args` when only --db and its value come before it."""
+    words = iter(args)
+    for word in words:
+        if word == "--db":
+            next(words, None)
+        elif not word.startswith("--db="):
+            return None if word.startswith("-") else word
+    return None
+
+
 def _interrupted(error: BaseException) -> bool:
     """Whether `error` was raised while handling a Ctrl-C (its causes and shown contexts)."""
     seen: BaseException | None = error
@@ -177,7 +205,7 @@ def main() -> None:
     # terminating <psycopg.Pipeline …>"): the refusal itself is the one line memctl says.
     logging.getLogger("psycopg").setLevel(logging.ERROR)
     try:
-        app(prog_name="memctl")
+        _app_for(sys.argv[1:])(prog_name="memctl")
     except NoDatabase as error:
         # A command that only reads: there is nothing to read, which is no error.
         err(

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from memstore.errors import MemoryNotFound
 from memstore.storage.dbapi import Connection, mark
-from memstore.storage.history_reader import HistoryReader, HistoryReads
 from memstore.storage.reader import (
     BUSY_TIMEOUT_MS,
     RECORD_COLUMNS,
@@ -24,7 +23,9 @@ from memstore.storage.reader import (
 )
 from memstore.storage.records import MemoryRecord, MemorySummary, SearchHit
 from memstore.storage.search import search_terms
-from memstore.storage.validation import check_type
+
+if TYPE_CHECKING:
+    from memstore.storage.history_reader import HistoryReader, HistoryReads
 
 # Only parameter marks are added to it, never values.
 _SELECT_LIVE = f"SELECT {', '.join(RECORD_COLUMNS)} FROM memory WHERE deleted_at IS NULL"
@@ -79,6 +80,16 @@ def live_memory(connection: Connection, name: str) -> MemoryRecord | None:
     return None if row is None else record_from_row(row)
 
 
+def checked_type(type: str | None) -> str | None:
+    """A memory type given to a read, checked (InvalidMemory); None for any type. The check's
+    module is imported only then: a listing of every type does not pay for it."""
+    if type is None:
+        return None
+    from memstore.storage.validation import check_type
+
+    return check_type(type)
+
+
 def live_memories(connection: Connection, type: str | None = None) -> list[MemoryRecord]:
     """The live memories (of one checked type), by name."""
     query, parameters = _SELECT_LIVE, tuple[str, ...]()
@@ -105,8 +116,7 @@ def search_hits(
     of only stopwords finds nothing.
     """
     terms = search_terms(query)
-    if type is not None:
-        check_type(type)
+    checked_type(type)
     if not terms or limit <= 0:
         return []
     hits = ranked_records(connection, terms, limit, type, any_term=False)
@@ -122,10 +132,14 @@ class ReadOnlyStore(StoreReader):
 
     def __init__(self, path: Path | str, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
         super().__init__(path, busy_timeout_ms=busy_timeout_ms)
-        self._history = HistoryReader(self._connection)
+        self._history: HistoryReader | None = None
 
     @property
     def history(self) -> HistoryReader:
+        if self._history is None:  # made when asked: only `memctl history` reads it
+            from memstore.storage.history_reader import HistoryReader
+
+            self._history = HistoryReader(self._connection)
         return self._history
 
     def find(self, name: str) -> MemoryRecord | None:
@@ -138,10 +152,10 @@ class ReadOnlyStore(StoreReader):
         return memory
 
     def memories(self, type: str | None = None) -> list[MemoryRecord]:
-        return live_memories(self._connection, None if type is None else check_type(type))
+        return live_memories(self._connection, checked_type(type))
 
     def summaries(self, type: str | None = None) -> list[MemorySummary]:
-        return live_summaries(self._connection, None if type is None else check_type(type))
+        return live_summaries(self._connection, checked_type(type))
 
     def count(self) -> int:
         return live_count(self._connection)
