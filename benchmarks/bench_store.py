@@ -327,6 +327,8 @@ def bench_startup(work: Path, count: int, runs: int) -> None:
         run_id = store.history.events(memory.name)[0].run_id
     env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200", "MEMSTORE_SEMANTIC": "off"}
     env.pop("MEMSTORE_DB", None)
+    # As installed: the warm-up writes memstore's .pyc files, which an installed package has.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     memctl = memctl_command()
     on_db = [*memctl, "--db", str(db)]
     commands = {
