@@ -170,3 +170,17 @@ def test_a_value_typer_must_coerce_still_is(
     assert f"Invalid value for '--limit' / '-n': {said}" in done.stderr
     found = memctl("search", "deploy", "-n", "01", env=database_env)
     assert found.stdout.count("deploy-notes") == 1
+
+
+def test_a_command_line_runs_as_with_every_command_built(memctl: Any, tmp_path: Path) -> None:
+    """memctl builds only the command a command line names (app._app_for); what it says is
+    what the whole app says: help lists every command, a misspelt name gets its suggestion."""
+    listed = memctl("-h").stdout
+    assert all(f"  {name} " in listed for name in ("list", "history", "semantic", "claude"))
+    assert "Did you mean 'list'?" in memctl("lst").stderr
+    database = tmp_path / "elsewhere.db"
+    with MemoryStore(database) as store:
+        store.create("style", "user", "Code style", "ruff")
+    assert "style" in memctl("--db", str(database), "list").stdout
+    assert "style" in memctl(f"--db={database}", "list", "-t", "user").stdout
+    assert "Usage: memctl list [OPTIONS]" in memctl("list", "--bogus").stderr
