@@ -14,9 +14,9 @@ import sys
 from typing import Annotated, Any
 
 import typer
-from sqlalchemy.exc import DatabaseError
 from typer.core import TyperGroup
 
+from memctl.coercion import plain_values_first
 from memctl.commands import audit, chat, claude, files, memories, semantic, server
 from memctl.context import State, err, fail, set_db
 from memctl.render import print_json
@@ -33,6 +33,11 @@ class _DbGroup(TyperGroup):
         super().__init__(*args, **kwargs)
         option = next(p for p in self.params if p.name == "db")
         _add_db_option(self, option)
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        # Every parameter is there by now (Typer adds its completion options after __init__).
+        plain_values_first(self)
+        return list(super().parse_args(ctx, args))
 
 
 def _add_db_option(group: Any, option: Any) -> None:
@@ -141,6 +146,34 @@ def _command_name(args: list[str]) -> str | None:
     return None
 
 
+def _app_for(args: list[str]) -> typer.Typer:
+    """The app that runs `args`: when they name a command after nothing but --db, the app
+    with that command alone, since Typer builds every command it has before it parses (a
+    good part of a quick command's time); the whole app for anything else (help, an option
+    first, a name it does not know, shell completion)."""
+    name = _leading_command(args)
+    if name is None or any(variable.endswith("_COMPLETE") for variable in os.environ):
+        return app
+    commands = [info for info in app.registered_commands if info.name == name]
+    groups = [info for info in app.registered_groups if info.name == name]
+    if not commands and not groups:
+        return app
+    alone = copy.copy(app)
+    alone.registered_commands, alone.registered_groups = commands, groups
+    return alone
+
+
+def _leading_command(args: list[str]) -> str | None:
+    """The first word of `args` when only --db and its value come before it."""
+    words = iter(args)
+    for word in words:
+        if word == "--db":
+            next(words, None)
+        elif not word.startswith("--db="):
+            return None if word.startswith("-") else word
+    return None
+
+
 def _interrupted(error: BaseException) -> bool:
     """Whether `error` was raised while handling a Ctrl-C (its causes and shown contexts)."""
     seen: BaseException | None = error
@@ -149,6 +182,18 @@ def _interrupted(error: BaseException) -> bool:
             return True
         seen = seen.__cause__ or (None if seen.__suppress_context__ else seen.__context__)
     return False
+
+
+def _database_errors() -> tuple[type[Exception], ...]:
+    """The database errors main() says in one line: sqlite3's, and psycopg's and
+    SQLAlchemy's when they were imported. A command that only reads never imports
+    SQLAlchemy (its start-up would be most of theirs), and then cannot have met its errors."""
+    errors: list[type[Exception]] = [sqlite3.DatabaseError]
+    for module in ("psycopg", "sqlalchemy.exc"):
+        loaded = sys.modules.get(module)
+        if loaded is not None:
+            errors.append(loaded.DatabaseError)
+    return tuple(errors)
 
 
 def main() -> None:
@@ -160,7 +205,7 @@ def main() -> None:
     # terminating <psycopg.Pipeline …>"): the refusal itself is the one line memctl says.
     logging.getLogger("psycopg").setLevel(logging.ERROR)
     try:
-        app(prog_name="memctl")
+        _app_for(sys.argv[1:])(prog_name="memctl")
     except NoDatabase as error:
         # A command that only reads: there is nothing to read, which is no error.
         err(
@@ -174,7 +219,7 @@ def main() -> None:
         raise SystemExit(0) from None
     except MemstoreError as error:
         fail(str(error))
-    except (DatabaseError, sqlite3.DatabaseError) as error:  # e.g. corrupted pages met late
+    except _database_errors() as error:  # e.g. corrupted pages met late
         if isinstance(State.db, str):
             from memstore.storage.server import server_error
 

@@ -3,11 +3,14 @@ while the command line is parsed), opening its store, the command line as a run 
 one-line errors, and the options several commands take.
 
 No heavy imports here (SQLAlchemy, the store): a command that does not open the store does
-not pay for them.
+not pay for them, and a command that only reads opens it without them (reading()).
 """
 
 import shlex
+import sqlite3
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -19,6 +22,7 @@ from memstore.storage.workspace import Workspace, locate
 from memstore.text import shorten
 
 if TYPE_CHECKING:
+    from memstore.storage.reads import MemoryReads
     from memstore.storage.store import MemoryStore
 
 DEFAULT_DIRECTORY = ".memory"
@@ -127,6 +131,34 @@ def open_store(actor: str = "cli", *, read_only: bool = False) -> "MemoryStore":
         command=command_line(),
         create=not read_only,
     )
+
+
+@contextmanager
+def reading() -> Iterator["MemoryReads"]:
+    """The workspace's store for a command that only reads. A database that is there at
+    the schema this code expects is read on the DBAPI connection (ReadOnlyStore), without
+    SQLAlchemy, whose import would be most of the command's time; any other (none yet, one
+    to migrate, one that cannot be read) is opened as open_store(read_only=True) opens it,
+    which migrates it or says why not, as before."""
+    store: MemoryReads
+    unreadable: tuple[type[Exception], ...] = (MemstoreError, *driver_errors())
+    try:
+        from memstore.storage.reads import ReadOnlyStore
+
+        store = ReadOnlyStore(State.db)
+    except unreadable:
+        store = open_store(read_only=True)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def driver_errors() -> tuple[type[Exception], ...]:
+    """What the database drivers raise: sqlite3's errors, and psycopg's once it is imported
+    (a command that never imported it cannot have met one)."""
+    psycopg = sys.modules.get("psycopg")
+    return (sqlite3.Error,) if psycopg is None else (sqlite3.Error, psycopg.Error)
 
 
 def command_line() -> str:

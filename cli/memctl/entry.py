@@ -1,6 +1,7 @@
 """memctl's entry point. `memctl hook` runs before every prompt a person types in Claude Code,
 so it is dispatched here, before Typer and the ORM are imported (most of any other command's
-start-up); every other command line, `memctl hook --help` included, goes to the Typer app."""
+start-up), as is `memctl --version` alone, which scripts ask; every other command line,
+`memctl hook --help` included, goes to the Typer app."""
 
 from __future__ import annotations
 
@@ -18,6 +19,11 @@ def main() -> None:
 
 
 def _dispatch() -> None:
+    if sys.argv[1:] in (["--version"], ["-V"]):  # what the app's --version prints
+        from memstore import __version__
+
+        print(f"memctl {__version__}")
+        raise SystemExit(0)
     hook_db = _hook_command(sys.argv[1:])
     if hook_db is not None:
         from memctl.hook import run

@@ -12,12 +12,11 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from memstore.storage.chain import is_purged
-
 if TYPE_CHECKING:
     from memstore.learning.consolidate import ConsolidationPlan
     from memstore.recall.turn import Recall
-    from memstore.storage.models import MemoryEvent, MemoryRecord, Run
+    from memstore.storage.history_reader import EventView, RunView
+    from memstore.storage.records import MemoryRecord
 
 
 def count(number: int, singular: str, plural: str = "") -> str:
@@ -55,7 +54,7 @@ def memory_as_dict(memory: MemoryRecord) -> dict[str, Any]:
     }
 
 
-def event_as_dict(event: MemoryEvent, run: Run | None = None) -> dict[str, Any]:
+def event_as_dict(event: EventView, run: RunView | None = None) -> dict[str, Any]:
     """An event for --json, with who made its run (None: unknown, or the run not given)."""
     return {
         "event_id": event.id,
@@ -69,6 +68,20 @@ def event_as_dict(event: MemoryEvent, run: Run | None = None) -> dict[str, Any]:
         "run_id": event.run_id,
         "old_value": event.old_value,
         "new_value": event.new_value,
+    }
+
+
+def run_as_dict(run: RunView) -> dict[str, Any]:
+    """A run for --json: its fields in the table's order."""
+    return {
+        "id": run.id,
+        "actor": run.actor,
+        "command": run.command,
+        "started_at": run.started_at,
+        "session_id": run.session_id,
+        "undoes": run.undoes,
+        "identity": run.identity,
+        "host": run.host,
     }
 
 
@@ -142,6 +155,8 @@ def _char_cells(char: str) -> int:
 
 def cell_width(text: str) -> int:
     """How many terminal cells `text` takes."""
+    if text.isascii():  # _char_cells counts every ASCII character as one cell
+        return len(text)
     return sum(_char_cells(char) for char in text)
 
 
@@ -187,8 +202,10 @@ def one_line(value: Any) -> str:
     return " ".join(visible_controls(_LAYOUT.sub(" ", text)).split())
 
 
-def change_summary(event: MemoryEvent) -> str:
+def change_summary(event: EventView) -> str:
     """What an event changed, in a few words."""
+    from memstore.storage.chain import is_purged  # hashlib, which a listing does not need
+
     old, new = event.old_value, event.new_value
     if is_purged(old) or is_purged(new):
         return "content purged"

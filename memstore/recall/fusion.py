@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING
 
 from memstore.errors import SemanticUnavailable
 from memstore.recall.keyword import keyword_recall
-from memstore.storage.store import MemoryStore, SearchHit
+from memstore.storage.records import SearchHit
 
 if TYPE_CHECKING:
     from memstore.recall.vectors import SemanticIndex
+    from memstore.storage.reads import MemoryReads
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ SEMANTIC_TEXT_MAX_CHARS = 1_000
 
 
 def offline_recall(
-    store: MemoryStore,
+    store: MemoryReads,
     text: str,
     limit: int = 5,
     *,

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING
 from memstore.llm.client import ModelClient, ask_text, small_model_name
 from memstore.llm.replies import json_from_reply
 from memstore.recall.fusion import SEMANTIC_TEXT_MAX_CHARS, offline_recall
-from memstore.storage.models import MemorySummary
-from memstore.storage.store import MemoryStore
+from memstore.storage.records import MemorySummary
 
 if TYPE_CHECKING:
     from memstore.recall.vectors import SemanticIndex
+    from memstore.storage.reads import MemoryReads
 
 SELECTION_MAX_TOKENS = 64
 # Selection runs before every model call of the agent: better a quick fallback than a wait.
@@ -49,7 +49,7 @@ def model_selection(
 
 
 def memory_catalog(
-    store: MemoryStore,
+    store: MemoryReads,
     text: str,
     limit: int,
     *,

@@ -16,10 +16,10 @@ from memstore.llm.client import ModelClient
 from memstore.llm.messages import recent_user_text
 from memstore.recall.fusion import offline_recall
 from memstore.recall.selection import SELECTION_CATALOG_MAX_ENTRIES, memory_catalog, model_selection
-from memstore.storage.store import MemoryStore
 
 if TYPE_CHECKING:
     from memstore.recall.vectors import SemanticIndex
+    from memstore.storage.reads import MemoryReads
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ def recall(
     messages: Sequence[Mapping[str, Any]],
     max_items: int = 5,
     *,
-    store: MemoryStore,
+    store: MemoryReads,
     client: ModelClient | None = None,
     semantic: SemanticIndex | None = None,
 ) -> Recall:

@@ -15,7 +15,6 @@ recomputes it. The head hash that `verify` reports can be kept elsewhere to catc
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Iterable
@@ -40,6 +39,8 @@ PURGED_COMMAND_PATTERN = _PURGED_COMMAND.pattern
 
 
 def sha256(text: str) -> str:
+    import hashlib  # OpenSSL's start-up, which `memctl history` need not pay to show events
+
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 

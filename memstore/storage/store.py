@@ -30,22 +30,14 @@ from memstore.storage.engine import (
 from memstore.storage.fields import LIVE_SQL
 from memstore.storage.history import History
 from memstore.storage.models import (
-    LIVE,
     MemoryRecord,
     MemorySummary,
     memory_purge_table,
-    memory_table,
     utc_now,
 )
-from memstore.storage.reader import (
-    live_records,
-    live_summaries,
-    mark,
-    rank_ids,
-    ranked_records,
-)
+from memstore.storage.reader import live_records, live_summaries, mark, rank_ids
+from memstore.storage.reads import live_count, live_memories, live_memory, search_hits
 from memstore.storage.records import SearchHit
-from memstore.storage.search import search_terms
 from memstore.storage.server import driver_message, first_line
 from memstore.storage.transaction import WriteTransaction
 from memstore.storage.validation import check_type
@@ -253,13 +245,8 @@ class MemoryStore:
 
     @read_again_once
     def find(self, name: str) -> MemoryRecord | None:
-        with self.engine.connect() as connection:
-            row = (
-                connection.execute(select(memory_table).where(memory_table.c.name == name, LIVE))
-                .mappings()
-                .first()
-            )
-        return None if row is None else MemoryRecord(**row)
+        with self._dbapi() as connection:
+            return live_memory(connection, name)
 
     def get(self, name: str) -> MemoryRecord:
         memory = self.find(name)
@@ -270,38 +257,22 @@ class MemoryStore:
     @read_again_once
     def memories(self, type: str | None = None) -> list[MemoryRecord]:
         """The live memories, by name."""
-        query = select(memory_table).where(LIVE).order_by(memory_table.c.name)
-        if type is not None:
-            query = query.where(memory_table.c.type == check_type(type))
-        with self.engine.connect() as connection:
-            return [MemoryRecord(**row) for row in connection.execute(query).mappings()]
+        with self._dbapi() as connection:
+            return live_memories(connection, None if type is None else check_type(type))
 
     @read_again_once
     def count(self) -> int:
         # On the DBAPI connection: every recall asks first, and SQLAlchemy's per-call overhead
         # was most of the time of a count the live-name index answers.
         with self._dbapi() as connection:
-            row = connection.execute(f"SELECT count(*) FROM memory WHERE {LIVE_SQL}")
-            return int(row.fetchone()[0])
+            return live_count(connection)
 
     @read_again_once
     def search(self, query: str, limit: int = 10, type: str | None = None) -> list[SearchHit]:
         """Live memories matching the words of `query` (of `type`, when given), best first
-        (bm25).
-
-        All words must match; when nothing does, any word may. Stopwords are left out: a
-        query of only stopwords finds nothing.
-        """
-        terms = search_terms(query)
-        if type is not None:
-            check_type(type)
-        if not terms or limit <= 0:
-            return []
+        (bm25; see reads.search_hits)."""
         with self._dbapi() as connection:
-            hits = ranked_records(connection, terms, limit, type, any_term=False)
-            if not hits and len(terms) > 1:
-                hits = ranked_records(connection, terms, limit, type, any_term=True)
-        return [SearchHit(record, score) for record, score in hits]
+            return search_hits(connection, query, limit, type)
 
     @read_again_once
     def rank_ids(self, terms: list[str], limit: int) -> dict[int, float]:

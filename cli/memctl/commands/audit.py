@@ -7,18 +7,21 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from memctl.context import JsonOption, err, fail, no_database_yet, open_store
+from memctl.context import JsonOption, err, fail, no_database_yet, open_store, reading
 from memctl.render import (
     change_summary,
     event_as_dict,
     print_json,
     print_json_rows,
     print_table,
+    run_as_dict,
 )
 from memstore.errors import StoreUnavailable
 
 if TYPE_CHECKING:
-    from memstore.storage.models import MemoryEvent, Run
+    from collections.abc import Sequence
+
+    from memstore.storage.history_reader import EventView, RunView
 
 
 def history(
@@ -66,14 +69,14 @@ def history(
     if run_id is not None:
         if name is not None or runs:
             fail("--run shows one run; leave out the name and --runs")
-        with open_store(read_only=True) as store:
+        with reading() as store:
             run = store.history.find_run(run_id)
             _show_run(run, store.history.run_events(run.id), json)
         return
     if runs:
         if name is not None:
             fail("--runs lists every run; leave out the name")
-        with open_store(read_only=True) as store:
+        with reading() as store:
             rows = store.history.runs(limit)
         if json:
             print_json(rows)
@@ -108,7 +111,7 @@ def history(
         else:
             err("no runs yet")
         return
-    with open_store(read_only=True) as store:
+    with reading() as store:
         events = store.history.events(name, limit)
         made_by = store.history.runs_by_id({e.run_id for e in events}) if json else {}
     if json:
@@ -193,7 +196,7 @@ def sql(
         err(f"stopped after {max_rows} rows: --max-rows N for more, 0 for all")
 
 
-def events_table(events: list[MemoryEvent]) -> None:
+def events_table(events: Sequence[EventView]) -> None:
     print_table(
         ["AT", "OPERATION", "NAME", "ACTOR", "RUN", "CHANGE"],
         [
@@ -203,11 +206,11 @@ def events_table(events: list[MemoryEvent]) -> None:
     )
 
 
-def _show_run(run: Run, events: list[MemoryEvent], json: bool) -> None:
+def _show_run(run: RunView, events: Sequence[EventView], json: bool) -> None:
     """`memctl history --run`: the run's fields (who made it: unknown before revision 0007),
     then its events."""
     if json:
-        print_json({**run.model_dump(), "events": [event_as_dict(e, run) for e in events]})
+        print_json({**run_as_dict(run), "events": [event_as_dict(e, run) for e in events]})
         return
     for label, value in (
         ("run", run.id),

@@ -18,6 +18,7 @@ from memctl.context import (
     fail,
     no_database_yet,
     open_store,
+    reading,
     secret_hint,
 )
 from memctl.render import visible_controls
@@ -115,7 +116,7 @@ def index() -> None:
     """Print the MEMORY.md index text."""
     from memstore.files.format import render_index  # loads yaml, which listing does not need
 
-    with open_store(read_only=True) as store:
+    with reading() as store:
         text = render_index(store.summaries())
     sys.stdout.write(visible_controls(text) if sys.stdout.isatty() else text)
 

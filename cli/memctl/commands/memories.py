@@ -20,6 +20,7 @@ from memctl.context import (
     no_database_yet,
     open_store,
     quoted,
+    reading,
     secret_hint,
 )
 from memctl.render import (
@@ -42,7 +43,7 @@ def list_memories(
     json: JsonOption = False,
 ) -> None:
     """List the memories."""
-    with open_store(read_only=True) as store:
+    with reading() as store:
         if json:
             print_json([memory_as_dict(m) for m in store.memories(type)])
             return
@@ -57,7 +58,7 @@ def show(name: str, json: JsonOption = False) -> None:
     """Show one memory in its canonical file form."""
     from memstore.files.format import render_memory_file
 
-    with open_store(read_only=True) as store:
+    with reading() as store:
         memory = store.get(name)
     if json:
         print_json(memory_as_dict(memory))
@@ -212,7 +213,7 @@ def search(
         if json:
             print_json([])
         return
-    with open_store(read_only=True) as store:
+    with reading() as store:
         hits = store.search(query, limit)
     if json:
         print_json([{**memory_as_dict(h.memory), "score": h.score} for h in hits])
@@ -226,6 +227,15 @@ def search(
         )
     else:
         err(f"no memory matches {quoted(query)}")
+
+
+def _semantic_recall_on() -> bool:
+    """Whether recall compares in meaning; the switch is read first, which imports nothing."""
+    if not State.settings.semantic:
+        return False
+    from memstore.recall.vectors import unavailable_reason
+
+    return unavailable_reason() is None
 
 
 def recall_command(
@@ -243,18 +253,22 @@ def recall_command(
     """Which memories the agent would be shown for TEXT, by which path, and why."""
     from memstore.llm.client import make_client
     from memstore.recall.turn import recall
-    from memstore.recall.vectors import SemanticIndex
 
     client = None if offline else make_client()
-    with open_store(read_only=True) as store:
-        result = recall(
-            [{"role": "user", "content": text}],
-            limit,
-            store=store,
-            client=client,
-            semantic=SemanticIndex(store),
-        )
-        memories = {name: store.find(name) for name in result.names}
+    messages = [{"role": "user", "content": text}]
+    if _semantic_recall_on():
+        from memstore.recall.vectors import SemanticIndex
+
+        # Semantic recall computes and saves the vectors it lacks: it takes the whole store.
+        with open_store(read_only=True) as store:
+            result = recall(
+                messages, limit, store=store, client=client, semantic=SemanticIndex(store)
+            )
+            memories = {name: store.find(name) for name in result.names}
+    else:  # without it recall only reads (a SemanticIndex would recall by keywords alone)
+        with reading() as reads:
+            result = recall(messages, limit, store=reads, client=client)
+            memories = {name: reads.find(name) for name in result.names}
     if client is None and not offline and result.path.offline:
         result.reason = "no ANTHROPIC_API_KEY set"
     if json:
