@@ -21,6 +21,7 @@ from memstore.storage.fields import CLEAR, CONTENT, FRONTMATTER_KEYS, OPTIONAL, 
 from memstore.storage.models import memory_table
 from memstore.storage.reader import StoreReader
 from memstore.storage.store import MemoryStore
+from tests.conftest import MemctlRunner
 
 
 def example(which: int) -> dict[str, Any]:
@@ -150,3 +151,17 @@ def test_live_is_one_condition_defined_once() -> None:
         if "migrations" not in path.parts and _LIVE_SPELLED.search(path.read_text())
     ]
     assert spelled == ["storage/fields.py"]
+
+
+def test_memctl_history_says_which_field_each_update_changed(
+    memctl: MemctlRunner, workspace_database: Path | str
+) -> None:
+    with MemoryStore(workspace_database) as store:
+        memory = store.create(**example(0))
+        for field in CONTENT:  # one run each (a name is a field too: update's own word)
+            with store.transaction() as tx:
+                memory = tx.update(tx.get(memory.name), **{field: example(1)[field]})
+    changes = [line for line in memctl("history").stdout.splitlines()[1:] if " update " in line]
+    assert len(changes) == len(CONTENT)
+    for field, line in zip(CONTENT, changes, strict=True):
+        assert f"{field}: " in line or f"{field} changed" in line, (field, line)

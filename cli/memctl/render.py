@@ -205,6 +205,7 @@ def one_line(value: Any) -> str:
 def change_summary(event: EventView) -> str:
     """What an event changed, in a few words."""
     from memstore.storage.chain import is_purged  # hashlib, which a listing does not need
+    from memstore.storage.fields import CONTENT, RULES, Place
 
     old, new = event.old_value, event.new_value
     if is_purged(old) or is_purged(new):
@@ -212,17 +213,13 @@ def change_summary(event: EventView) -> str:
     if old is None or new is None:
         snapshot = new or old or {}
         return str(snapshot.get("description", ""))
-    changed = [
-        key
-        for key in ("name", "type", "description", "body", "extra")
-        if old.get(key) != new.get(key)
-    ]
     parts = []
-    for key in changed:
-        if key == "body" or key == "extra":
-            parts.append(f"{key} changed")
-        else:
+    for key in (key for key in CONTENT if old.get(key) != new.get(key)):
+        # A frontmatter value is one line, shown; the body and the other keys, too long to.
+        if RULES[key].place is Place.FRONTMATTER:
             parts.append(f"{key}: {old.get(key)} → {new.get(key)}")
+        else:
+            parts.append(f"{key} changed")
     return "; ".join(parts)
 
 
