@@ -496,3 +496,33 @@ def test_a_teammate_s_rm_reaches_the_store_through_the_committed_folder(
     names = [m["name"] for m in json.loads(memctl("list", "--json", cwd=bob).stdout)]
     assert names == ["fact-one", "fact-three"]
     assert memctl("restore", "fact-two", cwd=bob).returncode == 0
+
+
+def test_undo_reverts_any_run_an_import_or_an_edit(memctl: MemctlRunner, tmp_path: Path) -> None:
+    add_tabs(memctl)
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "deploy.md").write_text(
+        "---\nname: deploy\ndescription: How we deploy\ntype: project\n---\n\nOn Monday.\n"
+    )
+    assert memctl("import", "notes").returncode == 0
+    assert memctl("edit", "user-preference-tabs", "--body", "Tabs, after all.").returncode == 0
+    runs = json.loads(memctl("history", "--runs", "--json").stdout)
+    imported, edited = runs[-2]["run_id"], runs[-1]["run_id"]
+
+    done = memctl("undo", edited[:8])
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.startswith(f"undid run {edited[:8]}: reverted user-preference-tabs")
+    tabs = tmp_path / ".memory" / "user-preference-tabs.md"
+    assert "4 spaces" in tabs.read_text()  # re-exported
+    done = memctl("undo", imported)
+    assert done.returncode == 0, done.stderr
+    assert "removed deploy" in done.stderr
+    assert [m["name"] for m in json.loads(memctl("list", "--json").stdout)] == [
+        "user-preference-tabs"
+    ]
+    assert not (tmp_path / ".memory" / "deploy.md").exists()
+
+    again = memctl("undo", edited[:8])
+    assert_one_line_error(again, f"run {edited[:8]} was already undone")
+    assert_one_line_error(memctl("undo", "ffffffff"), "no run 'ffffffff'")

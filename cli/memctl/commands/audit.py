@@ -1,13 +1,22 @@
-"""The audit trail: history (events, runs, the hash chain), purge, and read-only sql."""
+"""The audit trail: history (events, runs, the hash chain), undo, purge, and read-only sql."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from memctl.context import JsonOption, err, fail, no_database_yet, open_store, reading
+from memctl.context import (
+    JsonOption,
+    State,
+    err,
+    fail,
+    no_database_yet,
+    open_store,
+    reading,
+)
 from memctl.render import (
     change_summary,
     event_as_dict,
@@ -22,6 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from memstore.storage.history_reader import EventView, RunView
+    from memstore.storage.store import MemoryStore
 
 
 def history(
@@ -120,6 +130,43 @@ def history(
         events_table(events)
     else:
         err("no history yet" if name is None else f"no history for {name!r}")
+
+
+def undo(
+    run: Annotated[
+        str,
+        typer.Argument(help="The run to undo: its id, or the start of it (memctl history --runs)."),
+    ],
+    directory: Annotated[
+        Path | None,
+        typer.Option("--export-dir", help="Re-export here afterwards (default: .memory/)."),
+    ] = None,
+) -> None:
+    """Restore the state before a run: an import, a chat's learning, a consolidation, a
+    command's change. Refused, changing nothing, when a memory it touched changed since."""
+    if no_database_yet():
+        fail(f"no run {run!r}")
+    with open_store(actor="cli") as store:
+        undo_and_report(store, run, directory or State.workspace.memory_folder)
+
+
+def undo_and_report(store: MemoryStore, run: str, directory: Path) -> None:
+    """Undo `run` in one new run, say what came back, and re-export `.memory/`."""
+    from memctl.commands.files import reexport_after
+    from memstore.storage.undo import undo_run
+
+    result = undo_run(store, run)
+    parts = [
+        f"{label} {', '.join(names)}"
+        for label, names in [
+            ("restored", result.restored),
+            ("reverted", result.reverted),
+            ("removed", result.deleted),
+        ]
+        if names
+    ]
+    err(f"undid run {result.undone.id[:8]}: {'; '.join(parts)} (run {result.run_id[:8]})")
+    reexport_after(store, directory, "the undo")
 
 
 def purge(

@@ -197,22 +197,12 @@ def consolidate(
 
 
 def _undo(store: MemoryStore, run: str | None, directory: Path) -> None:
+    from memctl.commands.audit import undo_and_report
     from memstore.learning.consolidate import ACTOR
-    from memstore.storage.undo import last_undoable_run, undo_run
+    from memstore.storage.undo import last_undoable_run
 
     if run is None:
         run = last_undoable_run(store, ACTOR)
     if run is None:
         fail("no consolidation run to undo")
-    result = undo_run(store, run)
-    parts = [
-        f"{label} {', '.join(names)}"
-        for label, names in [
-            ("restored", result.restored),
-            ("reverted", result.reverted),
-            ("removed", result.deleted),
-        ]
-        if names
-    ]
-    err(f"undid run {result.undone.id[:8]}: {'; '.join(parts)} (run {result.run_id[:8]})")
-    reexport_after(store, directory, "the undo")
+    undo_and_report(store, run, directory)
