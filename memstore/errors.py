@@ -88,8 +88,17 @@ class ExportConflict(MemstoreError):
     not write, whose text is no version of its memory)."""
 
     def __init__(
-        self, directory: str, paths: Sequence[str], reasons: Mapping[str, str] | None = None
+        self,
+        directory: str,
+        paths: Sequence[str],
+        reasons: Mapping[str, str] | None = None,
+        *,
+        import_command: str | None = None,
+        export_command: str = "memctl export",
     ) -> None:
+        # The commands the advice names are the folder's: Claude Code's is `memctl claude`'s.
+        import_command = import_command or f"memctl import {directory}"
+        self.directory = directory
         self.paths = list(paths)
         self.reasons = dict(reasons or {})
         kinds = {self.reasons.get(path, "unknown") for path in self.paths}
@@ -100,7 +109,7 @@ class ExportConflict(MemstoreError):
         advice = []
         if "file" in kinds:
             advice.append(
-                f"'memctl import {directory}' brings in the edits of files whose memory did "
+                f"'{import_command}' brings in the edits of files whose memory did "
                 "not change since (and nothing older than the database)"
             )
         if kinds & {"both", "deleted"}:
@@ -109,9 +118,9 @@ class ExportConflict(MemstoreError):
             )
         if "unknown" in kinds:
             advice.append(
-                f"'memctl import {directory}' would take an unknown file's text over the database's"
+                f"'{import_command}' would take an unknown file's text over the database's"
             )
-        advice.append("'memctl export --force' overwrites them all with the database's")
+        advice.append(f"'{export_command} --force' overwrites them all with the database's")
         super().__init__(
             f"refusing to overwrite {len(self.paths)} file(s) in {directory} that hold text the "
             f"database does not have: {shown}; {'; '.join(advice)}"

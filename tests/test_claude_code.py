@@ -249,7 +249,11 @@ def test_a_memory_changed_on_both_sides_is_a_conflict(run: MemctlRunner, folder:
     assert memories(run)["user-role"]["body"] == "A data engineer (memstore's edit)."
     not_written = run("claude", "export")
     assert not_written.returncode == 1
-    assert "user_role.md" in not_written.stderr.splitlines()[-1]
+    refusal = not_written.stderr.splitlines()[-1]
+    assert "user_role.md" in refusal
+    # Its advice is Claude Code's folder's: `memctl export --force` would write .memory/.
+    assert "'memctl claude export --force' overwrites them all" in refusal
+    assert "'memctl export --force'" not in not_written.stderr
     assert snapshot(folder) == before
 
     # The file's text wins on request; the memory's stays in history.
@@ -283,17 +287,48 @@ def test_a_file_claude_code_deletes_deletes_its_memory_unless_it_changed(
     assert set(memories(run)) == {"feedback-testing", "user-role"}
     events = json.loads(run("history", "old-ci", "--json").stdout)
     assert [(e["operation"], e["actor"]) for e in events][-1] == ("delete", "claude-code")
-    # Writing back brings back only the memory memstore changed, as a new file.
-    index = (folder / "MEMORY.md").read_bytes()
-    assert run("claude", "export").returncode == 0
+    # Writing back brings back only the memory memstore changed, in the file it had, so
+    # that its line in MEMORY.md holds again; the deleted memory's line, which would point
+    # at nothing, goes.
+    assert (folder / "MEMORY.md").read_bytes() == INDEX
+    exported = run("claude", "export")
+    assert exported.returncode == 0, exported.stderr
     assert sorted(p.name for p in folder.iterdir()) == [
         "MEMORY.md",
         "feedback_testing.md",
-        "user-role.md",
+        "user_role.md",
     ]
-    assert (folder / "MEMORY.md").read_bytes() == index + (
-        "- [user-role](user-role.md) — The user is a data engineer\n".encode()
+    assert b"Changed in memstore since." in (folder / "user_role.md").read_bytes()
+    assert (folder / "MEMORY.md").read_bytes() == INDEX.replace(
+        "- [Old CI](old_ci.md) — Jenkins\n".encode(), b""
     )
+    # Settled: the next import and export change nothing.
+    settled = snapshot(folder)
+    assert run("claude", "import").returncode == 0
+    again = run("claude", "export")
+    assert again.returncode == 0, again.stderr
+    assert "0 written, 0 removed" in again.stderr
+    assert snapshot(folder) == settled
+
+
+def test_a_line_of_memory_md_whose_file_is_gone_goes_at_the_next_export(
+    run: MemctlRunner, folder: Path
+) -> None:
+    assert run("claude", "import").returncode == 0
+    # Claude Code deletes a file and leaves its line; the memory goes at the next import.
+    (folder / "old_ci.md").unlink()
+    assert run("claude", "import").returncode == 0
+    assert "old-ci" not in memories(run)
+    # A line of the person's own linking a file that was never there goes too, while lines
+    # linking files of other kinds, or below the folder, stay.
+    extra = "- [Gone](never_there.md) — stale\n- [Team](team/shared.md) — kept\n".encode()
+    (folder / "MEMORY.md").write_bytes(INDEX + extra)
+    plan = run("claude", "export", "--dry-run")
+    assert plan.stdout.splitlines() == ["rewrite  MEMORY.md"], plan.stderr
+    assert run("claude", "export").returncode == 0
+    assert (folder / "MEMORY.md").read_bytes() == INDEX.replace(
+        "- [Old CI](old_ci.md) — Jenkins\n".encode(), b""
+    ) + "- [Team](team/shared.md) — kept\n".encode()
 
 
 def test_no_folder_is_one_line(run: MemctlRunner, home: Path, project: Path) -> None:

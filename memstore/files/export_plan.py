@@ -68,23 +68,28 @@ def file_targets(
     renamed: dict[int, set[str]],
 ) -> dict[str, Row[Any]]:
     """The file each memory is written to: the file it came from (an import) or was last
-    written to, while that file is there and is not the file of a name it had before,
-    else `<name>.md`."""
+    written to, unless it is the file of a name it had before, else `<name>.md`. A file that
+    is there comes first; a recorded one that is gone (deleted by hand, the memory changed
+    since) is written again where it was."""
     by_id = {memory.id: memory for memory in memories}
     origin: dict[int, str] = {}
-    for file_name, record in sorted(records.items()):
+    for file_name, record in sorted(records.items(), key=lambda r: (r[0] not in on_disk, r[0])):
         memory = by_id.get(record.memory_id)
         if (
             file_name == INDEX_FILE_NAME
             or memory is None
-            or file_name not in on_disk
             or file_name in renamed.get(memory.id, ())
         ):
             continue
         current = origin.get(memory.id)
         canonical = memory_file_name(memory.name)
-        if current is None or (file_name == canonical and current != canonical):
+        if current is None or (
+            file_name == canonical and current != canonical and file_name in on_disk
+        ):
             origin[memory.id] = file_name
+    # A gone file is no one's any more: a memory whose own name's file it is comes first.
+    names = {memory_file_name(m.name) for m in memories if m.id not in origin}
+    origin = {i: f for i, f in origin.items() if f in on_disk or f not in names}
     targets: dict[str, Row[Any]] = {}
     for memory in sorted(memories, key=lambda m: m.id not in origin):
         file_name = origin.get(memory.id, memory_file_name(memory.name))

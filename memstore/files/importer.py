@@ -266,6 +266,7 @@ def _gone(
     }
     present = {r.memory_id for name, r in records.items() if name not in gone}
     memories = []
+    kept = []
     for name, record in sorted(gone.items()):
         memory = by_id.get(record.memory_id)
         if memory is None or memory.id in present or memory.id in claimed:
@@ -274,11 +275,14 @@ def _gone(
             memories.append(memory)
             report.deleted.append(memory.name)
         else:
+            kept.append(name)
             report.notes.append(
                 f"{name}: removed from the folder, but its memory {memory.name!r} changed in "
                 "the database since: kept (an export writes it again)"
             )
-    return memories, list(gone)
+    # A kept memory's record stays, so that export writes it back to the same file (and the
+    # folder's index line for that file holds again).
+    return memories, [name for name in gone if name not in kept]
 
 
 def _plan(

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from memstore.errors import ExportFailed, NoClaudeFolder
+from memstore.errors import ExportConflict, ExportFailed, NoClaudeFolder
 from memstore.files.exporter import ExportResult, export_memories
 from memstore.files.format import TYPE_ORDER, index_line
 from memstore.files.import_file import MAX_FILE_BYTES
@@ -177,8 +177,46 @@ def export_folder(
     on a server it gets their `user` memories too."""
     existing(folder)
     _check_entries(folder.path)
-    return export_memories(
-        door.store, folder.path, force=force, dry_run=dry_run, index=claude_index, personal=True
+
+    def index(
+        disk: bytes | None,
+        files: dict[str, MemorySummary],
+        created: Sequence[str],
+        removed: Sequence[str],
+    ) -> bytes | None:
+        # A file gone from the folder (Claude Code deleted it) is removed as well.
+        gone = [*removed, *_dangling(disk, folder.path, files)]
+        return claude_index(disk, files, created, gone)
+
+    try:
+        return export_memories(
+            door.store, folder.path, force=force, dry_run=dry_run, index=index, personal=True
+        )
+    except ExportConflict as error:
+        # Its advice names this folder's commands: `memctl export --force` would overwrite
+        # the workspace's .memory/, not Claude Code's folder.
+        raise ExportConflict(
+            error.directory,
+            error.paths,
+            error.reasons,
+            import_command="memctl claude import",
+            export_command="memctl claude export",
+        ) from None
+
+
+def _dangling(disk: bytes | None, folder: Path, files: dict[str, MemorySummary]) -> list[str]:
+    """The files of the folder MEMORY.md links that are neither there nor written now."""
+    if disk is None:
+        return []
+    linked = re.findall(
+        r"(?m)^\s*[-*+]\s.*\]\((?:\./)?<?([^/\\<>()\n]+\.md)>?\)", disk.decode("utf-8", "replace")
+    )
+    return sorted(
+        {
+            name
+            for name in linked
+            if name not in files and name != INDEX_FILE and not os.path.lexists(folder / name)
+        }
     )
 
 
