@@ -1,0 +1,213 @@
+"""The repository as a Claude Code plugin marketplace (`.claude-plugin/marketplace.json`,
+`plugins/memstore/`): the manifests' shape, their hooks and MCP server run as Claude Code runs
+them (the installed memctl, Claude Code's hook JSON on stdin), the hook's one line when memctl
+is not on PATH, and `claude plugin validate` when a `claude` binary is there."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import typer.main
+from memctl.app import app
+
+from memstore import __version__
+from tests.test_hook import hook_event
+
+ROOT = Path(__file__).resolve().parents[1]
+MARKETPLACE = ROOT / ".claude-plugin" / "marketplace.json"
+PLUGIN = ROOT / "plugins" / "memstore"
+BIN = Path(sys.executable).parent  # where the installed memctl is
+NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+
+
+def load(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def hook_commands() -> dict[str, list[dict[str, Any]]]:
+    """hooks.json's command hooks, by event."""
+    hooks = load(PLUGIN / "hooks" / "hooks.json")["hooks"]
+    return {
+        event: [hook for group in groups for hook in group["hooks"]]
+        for event, groups in hooks.items()
+    }
+
+
+def run_hook_command(
+    command: str, stdin: str, cwd: Path, path: str
+) -> subprocess.CompletedProcess[str]:
+    """A hook's command as Claude Code runs it: through the shell, in the session's folder,
+    with CLAUDE_PLUGIN_ROOT set and the event's JSON on stdin."""
+    environment = {k: v for k, v in os.environ.items() if k not in ("MEMSTORE_DB", "MEMCTL_DB")}
+    environment.update(PATH=path, CLAUDE_PLUGIN_ROOT=str(PLUGIN), CLAUDE_PROJECT_DIR=str(cwd))
+    return subprocess.run(
+        ["/bin/sh", "-c", command],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=environment,
+        timeout=60,
+    )
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """A project with one memory, which the hooks should find."""
+    project = tmp_path / "project"
+    (project / ".git").mkdir(parents=True)
+    memory = {
+        "--type": "project",
+        "--description": "How to deploy to the staging cluster",
+        "--body": "Run make deploy ENV=staging; the staging cluster is eu-west-2.",
+    }
+    added = subprocess.run(
+        [str(BIN / "memctl"), "add", "deploy-staging", *(w for p in memory.items() for w in p)],
+        capture_output=True,
+        text=True,
+        cwd=project,
+        env={k: v for k, v in os.environ.items() if k not in ("MEMSTORE_DB", "MEMCTL_DB")},
+        timeout=60,
+    )
+    assert added.returncode == 0, added.stderr
+    return project
+
+
+def test_the_marketplace_lists_the_plugin() -> None:
+    marketplace = load(MARKETPLACE)
+    assert NAME.match(marketplace["name"])
+    assert marketplace["owner"]["name"]
+    [entry] = marketplace["plugins"]
+    assert entry["name"] == "memstore"
+    assert entry["description"]
+    assert (ROOT / entry["source"]).resolve() == PLUGIN
+    manifest = load(PLUGIN / ".claude-plugin" / "plugin.json")
+    assert manifest["name"] == entry["name"]
+    assert manifest["version"] == __version__  # released together with memctl
+    assert manifest["description"] and manifest["license"] == "MIT"
+
+
+def test_the_hooks_are_the_events_memctl_hook_answers() -> None:
+    commands = hook_commands()
+    assert set(commands) == {"SessionStart", "UserPromptSubmit"}
+    for event, hooks in commands.items():
+        [hook] = hooks
+        assert hook["type"] == "command"
+        assert hook["timeout"] <= 10  # never keeps a prompt waiting long
+        assert hook["command"] == f'sh "${{CLAUDE_PLUGIN_ROOT}}/scripts/memctl-hook.sh" {event}'
+    assert (PLUGIN / "scripts" / "memctl-hook.sh").is_file()
+
+
+@pytest.mark.parametrize("event", ["SessionStart", "UserPromptSubmit"])
+def test_each_hook_answers_through_the_installed_memctl(workspace: Path, event: str) -> None:
+    [hook] = hook_commands()[event]
+    fields = {"source": "startup"} if event == "SessionStart" else {"prompt": "deploy to staging"}
+    answered = run_hook_command(
+        hook["command"],
+        hook_event(event, workspace, **fields),
+        workspace,
+        f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+    )
+    assert answered.returncode == 0, answered.stderr
+    output = json.loads(answered.stdout)["hookSpecificOutput"]
+    assert output["hookEventName"] == event
+    assert "deploy-staging" in output["additionalContext"]
+
+
+@pytest.mark.parametrize("event", ["SessionStart", "UserPromptSubmit"])
+def test_without_memctl_the_hook_says_so_in_one_line_and_never_blocks(
+    tmp_path: Path, event: str
+) -> None:
+    [hook] = hook_commands()[event]
+    empty = tmp_path / "bin"  # a PATH with no memctl on it
+    empty.mkdir()
+    answered = run_hook_command(
+        hook["command"].replace("sh ", "/bin/sh ", 1),
+        hook_event(event, tmp_path, prompt="hello"),
+        tmp_path,
+        str(empty),
+    )
+    # Exit 0: Claude Code goes on (2 would block the prompt; any other code is an error).
+    assert answered.returncode == 0
+    [line] = answered.stderr.splitlines()
+    assert line.startswith("memstore: memctl is not on PATH; install it")
+    if event == "SessionStart":  # shown to the person once, as the session starts
+        assert json.loads(answered.stdout) == {"systemMessage": line}
+    else:
+        assert answered.stdout == ""
+
+
+def test_the_mcp_server_is_memctl_mcp(workspace: Path) -> None:
+    pytest.importorskip("mcp", reason="the mcp extra is not installed")
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    [(name, server)] = load(PLUGIN / ".mcp.json")["mcpServers"].items()
+    assert (name, server) == ("memstore", {"command": "memctl", "args": ["mcp"]})
+    command = shutil.which(server["command"], path=str(BIN))
+    assert command is not None
+
+    async def tools() -> set[str]:
+        environment = {k: v for k, v in os.environ.items() if k != "MEMSTORE_DB"}
+        parameters = StdioServerParameters(
+            command=command, args=server["args"], cwd=workspace, env=environment
+        )
+        with open(os.devnull, "w") as errlog:
+            async with (
+                stdio_client(parameters, errlog=errlog) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                return {tool.name for tool in (await session.list_tools()).tools}
+
+    assert {"recall", "search", "remember", "forget", "show"} <= anyio.run(tools)
+
+
+def test_the_commands_use_memctls_own_commands() -> None:
+    """Each slash command has a description, and every `memctl X` it names is a command."""
+    root = typer.main.get_command(app)
+    assert isinstance(root, typer.main.TyperGroup)
+    known = set(root.list_commands(typer.Context(root)))
+    commands = sorted((PLUGIN / "commands").glob("*.md"))
+    assert {path.stem for path in commands} == {"remember", "search", "forget", "known"}
+    for path in commands:
+        text = path.read_text(encoding="utf-8")
+        front = re.match(r"---\n(.*?)\n---\n", text, re.S)
+        assert front is not None and re.search(r"(?m)^description: \S", front[1]), path.name
+        named = set(re.findall(r"`memctl ([a-z]+)", text))
+        assert named and named <= known, f"{path.name}: {named - known}"
+
+
+def claude_binary() -> str | None:
+    """Claude Code's CLI: on PATH, or installed with npm beside the clone."""
+    found = shutil.which("claude") or ROOT / "node_modules" / ".bin" / "claude"
+    return str(found) if Path(found).exists() else None
+
+
+@pytest.mark.parametrize("target", [PLUGIN, ROOT], ids=["plugin", "marketplace"])
+def test_claude_plugin_validate_passes(tmp_path: Path, target: Path) -> None:
+    claude = claude_binary()
+    if claude is None:
+        if os.environ.get("MEMSTORE_REQUIRE_CLAUDE") == "1":
+            pytest.fail("MEMSTORE_REQUIRE_CLAUDE=1 and no claude binary found")
+        pytest.skip("no claude binary (npm install @anthropic-ai/claude-code)")
+    environment = {**os.environ, "HOME": str(tmp_path)}  # it writes nothing of the user's
+    environment.pop("CLAUDE_CONFIG_DIR", None)
+    validated = subprocess.run(
+        [claude, "plugin", "validate", "--strict", str(target)],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=120,
+    )
+    assert validated.returncode == 0, validated.stdout + validated.stderr
+    assert "Validation passed" in validated.stdout
