@@ -255,3 +255,8 @@ class NoClaudeFolder(MemstoreError):
             "makes it when it first saves a memory in this project; to export to it first: "
             'mkdir -p "$(memctl claude path)")'
         )
+
+
+class ClaudeSettingsRefused(MemstoreError):
+    """`memctl claude install` or `uninstall` left Claude Code's settings as they were: a file
+    that is not JSON, a setting of another shape, a file it cannot write."""

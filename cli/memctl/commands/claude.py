@@ -1,5 +1,6 @@
-"""Claude Code: `memctl claude` (its auto-memory folder: path, import, export) and `memctl
-hook` as Typer runs it (`memctl.entry` runs the hook itself before Typer is imported)."""
+"""Claude Code: `memctl claude` (its auto-memory folder: path, import, export; memstore in its
+settings: install, uninstall) and `memctl hook` as Typer runs it (`memctl.entry` runs the hook
+itself before Typer is imported)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ from typing import Annotated, Any
 import typer
 
 from memctl.commands.files import render_import
-from memctl.context import State, command_line, db_exists, err, no_database_yet
+from memctl.context import State, command_line, db_exists, err, fail, no_database_yet
 
 app = typer.Typer(
-    help="Claude Code's auto-memory folder of this workspace: bring it in, write back to it.",
+    help="Claude Code: its auto-memory folder of this workspace (bring it in, write back to "
+    "it), and memstore's hooks and MCP server in its settings.",
     no_args_is_help=True,
 )
 
@@ -149,6 +151,55 @@ def claude_export(
         f"{verb} {folder.path}: {len(result.written)} written, {len(result.removed)} removed, "
         f"{result.unchanged} unchanged"
     )
+
+
+ScopeOption = Annotated[
+    bool,
+    typer.Option("--project", help="This project's settings, not yours (--user, the default)."),
+]
+UserOption = Annotated[bool, typer.Option("--user", help="Your settings, for every project.")]
+
+
+@app.command("install")
+def claude_install(
+    user: UserOption = False, project: ScopeOption = False, dry_run: DryRunOption = False
+) -> None:
+    """Write memstore's hooks and MCP server into Claude Code's settings (without the plugin)."""
+    _settings(install=True, user=user, project=project, dry_run=dry_run)
+
+
+@app.command("uninstall")
+def claude_uninstall(
+    user: UserOption = False, project: ScopeOption = False, dry_run: DryRunOption = False
+) -> None:
+    """Take memstore's hooks and MCP server out of Claude Code's settings."""
+    _settings(install=False, user=user, project=project, dry_run=dry_run)
+
+
+def _settings(*, install: bool, user: bool, project: bool, dry_run: bool) -> None:
+    import shutil
+
+    from memstore.integrations import claude_settings
+
+    if user and project:
+        fail("--user and --project: give one")
+    scope = "project" if project else "user"
+    changes = claude_settings.plan(
+        scope, State.settings.claude_config_dir, State.workspace.root, install=install
+    )
+    for change in changes:
+        if dry_run:
+            print(change.diff(), end="")
+    backups = [] if dry_run else claude_settings.apply(changes)
+    for change in changes:
+        verb = "would change" if dry_run else "changed"
+        err(f"{verb} {change.path}" if change.changed else f"unchanged {change.path}")
+    for backup in backups:
+        err(f"backup: {backup}")
+    if install and shutil.which("memctl") is None:
+        err("note: memctl is not on PATH: Claude Code will not find it (pipx install it)")
+    if backups or dry_run or any(change.changed for change in changes):
+        err("Claude Code reads them when it starts: restart it (/hooks and /mcp show them)")
 
 
 def hook() -> None:

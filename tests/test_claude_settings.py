@@ -1,0 +1,211 @@
+"""`memctl claude install` and `uninstall`: memstore's hooks and MCP server written into Claude
+Code's settings files and taken out again, with a fake HOME and workspace, byte for byte."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import MemctlRunner
+
+# As Claude Code writes its settings (JSON.stringify with two spaces, no final newline), with
+# settings and a hook of the person's own, and keys memstore does not know.
+USER_SETTINGS = json.dumps(
+    {
+        "model": "opus",
+        "permissions": {"allow": ["Bash(git status)"]},
+        "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}]},
+        "futureSetting": {"b": 1, "a": [2, 1]},
+    },
+    indent=2,
+)
+CLAUDE_JSON = json.dumps(
+    {
+        "numStartups": 12,
+        "projects": {"/home/ana/app": {"mcpServers": {}}},
+        "mcpServers": {"github": {"type": "http", "url": "https://example.test/mcp"}},
+        "userID": "abc",
+    },
+    indent=2,
+)
+# A hand-written project file: four spaces, compact lists, a final newline.
+PROJECT_MCP = '{\n    "mcpServers": {"docs": {"command": "docs-mcp", "args": []}}\n}\n'
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    (home / ".claude").mkdir(parents=True)
+    (home / ".claude" / "settings.json").write_text(USER_SETTINGS)
+    (home / ".claude.json").write_text(CLAUDE_JSON)
+    os.chmod(home / ".claude.json", 0o600)
+    return home
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    project = tmp_path / "project"
+    (project / ".git").mkdir(parents=True)
+    (project / ".mcp.json").write_text(PROJECT_MCP)
+    return project
+
+
+@pytest.fixture
+def run(memctl: MemctlRunner, home: Path, project: Path) -> MemctlRunner:
+    def in_project(*args: str) -> object:
+        environment = {k: v for k, v in os.environ.items() if k != "CLAUDE_CONFIG_DIR"}
+        environment["HOME"] = str(home)
+        return memctl(*args, cwd=project, env=environment)
+
+    return in_project  # type: ignore[return-value]
+
+
+def files(*folders: Path) -> dict[str, bytes]:
+    """Every file under the folders, by path (backups included)."""
+    return {
+        str(path): path.read_bytes()
+        for folder in folders
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
+
+
+def test_user_install_writes_the_hooks_and_the_server_and_keeps_the_rest(
+    run: MemctlRunner, home: Path
+) -> None:
+    installed = run("claude", "install")
+    assert installed.returncode == 0, installed.stderr
+    settings = json.loads((home / ".claude" / "settings.json").read_text())
+    before = json.loads(USER_SETTINGS)
+    # Every other setting kept, in its order; the events added after the person's own.
+    assert list(settings) == list(before)
+    assert settings["futureSetting"] == before["futureSetting"]
+    assert settings["permissions"] == before["permissions"]
+    ours = [{"hooks": [{"type": "command", "command": "memctl hook", "timeout": 10}]}]
+    assert settings["hooks"] == {**before["hooks"], "SessionStart": ours, "UserPromptSubmit": ours}
+    claude = json.loads((home / ".claude.json").read_text())
+    assert list(claude) == list(json.loads(CLAUDE_JSON))
+    assert claude["mcpServers"] == {
+        "github": {"type": "http", "url": "https://example.test/mcp"},
+        "memstore": {"command": "memctl", "args": ["mcp"]},
+    }
+    assert claude["projects"] == {"/home/ana/app": {"mcpServers": {}}}
+    assert (home / ".claude.json").stat().st_mode & 0o777 == 0o600
+    # The backups hold the bytes found.
+    assert (home / ".claude" / "settings.json.memstore-backup").read_text() == USER_SETTINGS
+    assert (home / ".claude.json.memstore-backup").read_text() == CLAUDE_JSON
+
+
+@pytest.mark.parametrize("scope", ["--user", "--project"])
+def test_install_twice_is_once_and_uninstall_gives_back_the_same_bytes(
+    run: MemctlRunner, home: Path, project: Path, scope: str
+) -> None:
+    before = files(home, project)
+    assert run("claude", "install", scope).returncode == 0
+    once = files(home, project)
+    again = run("claude", "install", scope)
+    assert again.returncode == 0, again.stderr
+    assert "unchanged" in again.stderr
+    assert files(home, project) == once
+
+    removed = run("claude", "uninstall", scope)
+    assert removed.returncode == 0, removed.stderr
+    after = files(home, project)
+    backups = {path for path in after if path.endswith(".memstore-backup")}
+    assert {path: after[path] for path in after if path not in backups} == before
+    assert run("claude", "uninstall", scope).returncode == 0  # nothing left to take out
+    assert files(home, project) == after
+
+
+def test_project_install_writes_the_projects_files(
+    run: MemctlRunner, home: Path, project: Path
+) -> None:
+    user_before = files(home)
+    installed = run("claude", "install", "--project")
+    assert installed.returncode == 0, installed.stderr
+    assert files(home) == user_before  # the person's own settings untouched
+    settings = json.loads((project / ".claude" / "settings.json").read_text())
+    assert set(settings["hooks"]) == {"SessionStart", "UserPromptSubmit"}
+    servers = (project / ".mcp.json").read_text()
+    assert servers.startswith('{\n    "mcpServers": {\n        "docs"')  # its four spaces
+    assert json.loads(servers)["mcpServers"]["memstore"] == {"command": "memctl", "args": ["mcp"]}
+    # A file install made is removed by uninstall; the .mcp.json that was there stays.
+    assert run("claude", "uninstall", "--project").returncode == 0
+    assert not (project / ".claude" / "settings.json").exists()
+    assert (project / ".mcp.json").read_text() == PROJECT_MCP
+
+
+def test_uninstall_keeps_what_changed_since_and_a_hook_of_the_persons_own(
+    run: MemctlRunner, home: Path
+) -> None:
+    assert run("claude", "install").returncode == 0
+    path = home / ".claude" / "settings.json"
+    settings = json.loads(path.read_text())
+    settings["model"] = "sonnet"  # changed in Claude Code since
+    path.write_text(json.dumps(settings, indent=2))
+    assert run("claude", "uninstall").returncode == 0
+    expected = json.loads(USER_SETTINGS)
+    expected["model"] = "sonnet"
+    assert path.read_text() == json.dumps(expected, indent=2)
+
+    # A hook the person wired by hand (a full path) counts as installed, and is theirs.
+    own = {"hooks": [{"type": "command", "command": "/opt/venv/bin/memctl hook"}]}
+    settings = {"hooks": {"SessionStart": [own], "UserPromptSubmit": [own]}}
+    path.write_text(json.dumps(settings, indent=2))
+    assert run("claude", "install").returncode == 0
+    assert json.loads(path.read_text()) == settings
+    assert run("claude", "uninstall").returncode == 0
+    assert json.loads(path.read_text()) == settings
+
+
+def test_dry_run_prints_the_diff_and_writes_nothing(
+    run: MemctlRunner, home: Path, project: Path
+) -> None:
+    before = files(home, project)
+    dry = run("claude", "install", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert f"--- {home / '.claude' / 'settings.json'}" in dry.stdout
+    assert '+            "command": "memctl hook",' in dry.stdout
+    assert '+    "memstore": {' in dry.stdout
+    assert f"would change {home / '.claude.json'}" in dry.stderr
+    assert files(home, project) == before
+
+
+@pytest.mark.parametrize(
+    "content", [b'{"model": "opus",', b"[1, 2]", b'{"hooks": []}', b"\xff\xfe{}"]
+)
+def test_a_file_that_is_not_what_claude_code_writes_is_refused_in_one_line(
+    run: MemctlRunner, home: Path, project: Path, content: bytes
+) -> None:
+    (home / ".claude" / "settings.json").write_bytes(content)
+    before = files(home, project)
+    for command in ("install", "uninstall"):
+        refused = run("claude", command)
+        if command == "uninstall" and content == b'{"hooks": []}':
+            assert refused.returncode == 0  # nothing of memstore's in it: nothing to do
+            continue
+        assert refused.returncode == 1
+        [line] = refused.stderr.splitlines()
+        assert line.startswith("memctl: error: ") and "settings.json" in line
+        assert "not changed" in line
+    assert files(home, project) == before  # the other file was not written either
+
+
+def test_user_and_project_together_are_refused(run: MemctlRunner, home: Path) -> None:
+    refused = run("claude", "install", "--user", "--project")
+    assert refused.returncode == 1
+    assert refused.stderr == "memctl: error: --user and --project: give one\n"
+
+
+def test_claude_config_dir_is_where_the_user_files_are(
+    memctl: MemctlRunner, tmp_path: Path, project: Path
+) -> None:
+    config = tmp_path / "config"
+    environment = {**os.environ, "HOME": str(tmp_path / "empty"), "CLAUDE_CONFIG_DIR": str(config)}
+    assert memctl("claude", "install", cwd=project, env=environment).returncode == 0
+    assert "SessionStart" in json.loads((config / "settings.json").read_text())["hooks"]
+    assert "memstore" in json.loads((config / ".claude.json").read_text())["mcpServers"]
+    assert not (tmp_path / "empty").exists()
