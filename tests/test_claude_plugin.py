@@ -1,10 +1,12 @@
 """The repository as a Claude Code plugin marketplace (`.claude-plugin/marketplace.json`,
 `plugins/memstore/`): the manifests' shape, their hooks and MCP server run as Claude Code runs
 them (the installed memctl, Claude Code's hook JSON on stdin), the hook's one line when memctl
-is not on PATH, and `claude plugin validate` when a `claude` binary is there."""
+is not on PATH; and, when a `claude` binary is there, `claude plugin validate` and a session of
+the real Claude Code with the plugin, its model the loopback server."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -20,6 +22,7 @@ import typer.main
 from memctl.app import app
 
 from memstore import __version__
+from tests.anthropic_server import AnthropicServer, text_reply
 from tests.test_hook import hook_event
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -193,13 +196,18 @@ def claude_binary() -> str | None:
     return str(found) if Path(found).exists() else None
 
 
-@pytest.mark.parametrize("target", [PLUGIN, ROOT], ids=["plugin", "marketplace"])
-def test_claude_plugin_validate_passes(tmp_path: Path, target: Path) -> None:
+def required_claude() -> str:
     claude = claude_binary()
     if claude is None:
         if os.environ.get("MEMSTORE_REQUIRE_CLAUDE") == "1":
             pytest.fail("MEMSTORE_REQUIRE_CLAUDE=1 and no claude binary found")
         pytest.skip("no claude binary (npm install @anthropic-ai/claude-code)")
+    return claude
+
+
+@pytest.mark.parametrize("target", [PLUGIN, ROOT], ids=["plugin", "marketplace"])
+def test_claude_plugin_validate_passes(tmp_path: Path, target: Path) -> None:
+    claude = required_claude()
     environment = {**os.environ, "HOME": str(tmp_path)}  # it writes nothing of the user's
     environment.pop("CLAUDE_CONFIG_DIR", None)
     validated = subprocess.run(
@@ -211,3 +219,59 @@ def test_claude_plugin_validate_passes(tmp_path: Path, target: Path) -> None:
     )
     assert validated.returncode == 0, validated.stdout + validated.stderr
     assert "Validation passed" in validated.stdout
+
+
+def texts(request: dict[str, Any]) -> list[str]:
+    """Every text block of a request's messages."""
+    found = []
+    for message in request["messages"]:
+        content = message["content"]
+        blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        found += [block["text"] for block in blocks if block.get("type") == "text"]
+    return found
+
+
+def test_claude_code_runs_the_plugin(
+    tmp_path: Path, workspace: Path, anthropic_server: AnthropicServer
+) -> None:
+    """The real Claude Code, its model the loopback server, the plugin loaded as installed:
+    the request it sends carries the hooks' memories, the MCP tools and /memstore:known."""
+    claude = required_claude()
+    environment = {k: v for k, v in os.environ.items() if k not in ("MEMSTORE_DB", "MEMCTL_DB")}
+    environment.pop("CLAUDE_CONFIG_DIR", None)
+    environment.update(
+        HOME=str(tmp_path / "home"),
+        PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        ANTHROPIC_BASE_URL=anthropic_server.url,
+        ANTHROPIC_API_KEY="sk-ant-test-key",
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+        DISABLE_TELEMETRY="1",
+    )
+    (tmp_path / "home").mkdir()
+
+    def session(prompt: str) -> dict[str, Any]:
+        anthropic_server.requests.clear()
+        anthropic_server.script(*[text_reply("ok")] * 5)
+        done = subprocess.run(
+            [claude, "-p", prompt, "--plugin-dir", str(PLUGIN)],
+            capture_output=True,
+            text=True,
+            cwd=workspace,
+            env=environment,
+            timeout=180,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        [request] = [r for r in anthropic_server.requests if r.get("tools")]
+        return request
+
+    asked = session("how do I deploy to staging?")
+    text = "\n".join(texts(asked))
+    assert "<memory_index>\n- [deploy-staging](deploy-staging.md)" in text  # SessionStart
+    assert "<relevant_memories>\n## deploy-staging (project)" in text  # UserPromptSubmit
+    if importlib.util.find_spec("mcp") is not None:
+        tools = {tool["name"] for tool in asked["tools"]}
+        assert {f"mcp__plugin_memstore_memstore__{n}" for n in ("recall", "remember")} <= tools
+
+    known = session("/memstore:known")
+    [expanded] = [t for t in texts(known) if t.startswith("memstore's index of this workspace")]
+    assert "\n- [deploy-staging](deploy-staging.md) — How to deploy" in expanded
