@@ -311,6 +311,25 @@ def test_a_file_claude_code_deletes_deletes_its_memory_unless_it_changed(
     assert snapshot(folder) == settled
 
 
+def test_a_memory_restored_after_claude_code_deleted_it_goes_back_to_its_file(
+    run: MemctlRunner, folder: Path
+) -> None:
+    assert run("claude", "import").returncode == 0
+    before = snapshot(folder)
+    (folder / "old_ci.md").unlink()
+    assert run("claude", "import").returncode == 0
+    assert "old-ci" not in memories(run)
+    restored = run("restore", "old-ci")
+    assert restored.returncode == 0, restored.stderr
+    exported = run("claude", "export")
+    assert exported.returncode == 0, exported.stderr
+    # Its file again, in canonical form, and its line in MEMORY.md as Claude Code wrote it.
+    after = snapshot(folder)
+    assert set(after) == set(before)
+    assert after["MEMORY.md"] == INDEX
+    assert after["old_ci.md"] == OLD_NOTE
+
+
 def test_a_line_of_memory_md_whose_file_is_gone_goes_at_the_next_export(
     run: MemctlRunner, folder: Path
 ) -> None:

@@ -257,7 +257,11 @@ def _gone(
     """The memories whose recorded file is gone from the folder and that did not change
     since it was last read or written (one that did is kept, with a note), and the records
     to forget. A memory still recorded in a file that is there, or that a file of this
-    import updates (a file renamed), stays."""
+    import updates (a file renamed), stays.
+
+    The record of a memory deleted or kept here stays (export settles it), so that when the
+    memory is written back, kept or restored, it goes to the same file, whose line in the
+    folder's index holds again."""
     by_id = {m.id: m for m in live}
     gone = {
         name: record
@@ -266,23 +270,20 @@ def _gone(
     }
     present = {r.memory_id for name, r in records.items() if name not in gone}
     memories = []
-    kept = []
+    forget = []
     for name, record in sorted(gone.items()):
         memory = by_id.get(record.memory_id)
         if memory is None or memory.id in present or memory.id in claimed:
-            continue
-        if memory.version == record.memory_version:
+            forget.append(name)
+        elif memory.version == record.memory_version:
             memories.append(memory)
             report.deleted.append(memory.name)
         else:
-            kept.append(name)
             report.notes.append(
                 f"{name}: removed from the folder, but its memory {memory.name!r} changed in "
                 "the database since: kept (an export writes it again)"
             )
-    # A kept memory's record stays, so that export writes it back to the same file (and the
-    # folder's index line for that file holds again).
-    return memories, [name for name in gone if name not in kept]
+    return memories, forget
 
 
 def _plan(
