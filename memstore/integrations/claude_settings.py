@@ -85,6 +85,8 @@ def apply(changes: list[SettingsChange]) -> list[Path]:
         if not change.changed:
             continue
         target = Path(os.path.realpath(change.path))  # a linked settings file stays linked
+        if _read(target) != change.before:  # Claude Code writes ~/.claude.json as it runs
+            raise ClaudeSettingsRefused(f"{change.path} changed meanwhile: not changed; run again")
         # A new file: ~/.claude.json is the person's alone, as Claude Code makes it.
         mode = 0o600 if target.name == ".claude.json" else 0o644
         if change.before is not None:

@@ -184,9 +184,8 @@ def _settings(*, install: bool, user: bool, project: bool, dry_run: bool) -> Non
     if user and project:
         fail("--user and --project: give one")
     scope = "project" if project else "user"
-    changes = claude_settings.plan(
-        scope, State.settings.claude_config_dir, State.workspace.root, install=install
-    )
+    root = State.workspace.root if project else Path.cwd()  # --user needs no workspace
+    changes = claude_settings.plan(scope, State.settings.claude_config_dir, root, install=install)
     for change in changes:
         if dry_run:
             print(change.diff(), end="")
