@@ -275,3 +275,44 @@ def test_claude_code_runs_the_plugin(
     known = session("/memstore:known")
     [expanded] = [t for t in texts(known) if t.startswith("memstore's index of this workspace")]
     assert "\n- [deploy-staging](deploy-staging.md) — How to deploy" in expanded
+
+
+def test_claude_code_goes_on_without_memctl(
+    tmp_path: Path, anthropic_server: AnthropicServer
+) -> None:
+    """memctl not on the PATH Claude Code runs hooks with: both hooks succeed with the one
+    line, and the prompt reaches the model."""
+    claude = required_claude()
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    (tmp_path / "home").mkdir()
+    environment = {k: v for k, v in os.environ.items() if k != "CLAUDE_CONFIG_DIR"}
+    environment.update(
+        HOME=str(tmp_path / "home"),
+        PATH=f"{empty}{os.pathsep}/usr/bin{os.pathsep}/bin",
+        ANTHROPIC_BASE_URL=anthropic_server.url,
+        ANTHROPIC_API_KEY="sk-ant-test-key",
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+        DISABLE_TELEMETRY="1",
+    )
+    if shutil.which("memctl", path=environment["PATH"]):
+        pytest.skip("memctl is installed system-wide")
+    anthropic_server.script(*[text_reply("ok")] * 5)
+    streamed = ["--output-format", "stream-json", "--verbose", "--include-hook-events"]
+    done = subprocess.run(
+        [claude, "-p", "hello", "--plugin-dir", str(PLUGIN), *streamed],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=environment,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    hooks = {e["hook_event"]: e for e in events if e.get("subtype") == "hook_response"}
+    assert set(hooks) == {"SessionStart", "UserPromptSubmit"}
+    for hook in hooks.values():
+        assert (hook["exit_code"], hook["outcome"]) == (0, "success")
+        assert hook["stderr"].startswith("memstore: memctl is not on PATH")
+    assert json.loads(hooks["SessionStart"]["stdout"])["systemMessage"].startswith("memstore:")
+    assert any(r.get("tools") for r in anthropic_server.requests)  # the prompt went on
