@@ -408,3 +408,48 @@ def _learn_processes() -> list[int]:
         if command[-3:-1] == [b"claude", b"learn"] or command[-2:] == [b"claude", b"learn"]:
             found.append(int(entry.name))
     return found
+
+
+def test_a_transcript_ending_in_a_line_being_written_is_read_up_to_it(
+    project: Path, home: Path, transcript: Transcript, anthropic_server: AnthropicServer
+) -> None:
+    transcript.session_with_a_preference()
+    whole = transcript.path.stat().st_size
+    transcript.write(b'{"type": "assistant", "message": {"role": "assistant", "content": [{"ty')
+    folder = sessions_folder(project)
+    record_session(folder, json.loads(stop_event(transcript)))
+    anthropic_server.script(text_reply(json.dumps([PREFERENCE])))
+    env = environment(home, anthropic_server)
+    learn = [sys.executable, "-m", "memctl", "claude", "learn"]
+    # The worker stops (no waiting for the line's end) and reads up to it.
+    subprocess.run(learn, env=env, cwd=project, check=True, capture_output=True, timeout=60)
+    assert recorded_sessions(folder)[0].offset == whole
+    assert len(anthropic_server.requests) == 1
+
+
+def test_the_stop_hook_imports_neither_typer_nor_the_orm(
+    project: Path, home: Path, transcript: Transcript
+) -> None:
+    """A Stop is answered as a prompt is, before Typer and SQLAlchemy: the worker is the one
+    that pays for them."""
+    heavy = ("sqlalchemy", "typer", "click", "alembic", "anthropic", "numpy", "rich", "yaml")
+    script = (
+        "import json, sys\n"
+        "sys.argv = ['memctl', 'hook']\n"
+        "from memctl.entry import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "sys.stdout.write(json.dumps(sorted(sys.modules)))\n"
+    )
+    transcript.user("hello")
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        input=stop_event(transcript).encode(),
+        capture_output=True,
+        check=True,
+        env=environment(home, None),
+        cwd=project,
+    )
+    assert done.stderr == b""
+    loaded = {m.split(".")[0] for m in json.loads(done.stdout)} & set(heavy)
+    assert loaded == set()
+    wait_for_reports(project, 1)

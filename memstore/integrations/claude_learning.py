@@ -54,6 +54,9 @@ class LearningReport:
     failed: list[str] = field(default_factory=list)
     # Another worker holds the lock: this one did nothing.
     busy: bool = False
+    # The size of each transcript read to its last whole line: one that ends in a line still
+    # being written is not read again until it grows.
+    read_to: dict[str, int] = field(default_factory=dict)
 
 
 def run_command(session_id: str, start: int, end: int) -> str:
@@ -85,7 +88,21 @@ def learn_sessions(
 
 
 def _pending(folder: Path, report: LearningReport) -> list[RecordedSession]:
-    return [s for s in unread(folder) if s.session_id not in report.failed]
+    pending = []
+    for session in unread(folder):
+        if session.session_id in report.failed:
+            continue
+        if report.read_to.get(session.session_id) == _size(session.transcript):
+            continue  # no new whole line since it was read
+        pending.append(session)
+    return pending
+
+
+def _size(path: Path) -> int | None:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return None
 
 
 def _learn_session(
@@ -99,6 +116,7 @@ def _learn_session(
     """Learn from the session's new lines; False when it stopped before their end."""
     offset = session.offset
     while True:
+        report.read_to[session.session_id] = _size(session.transcript) or 0
         try:
             chunk = read_transcript(session.transcript, offset)
         except OSError as error:
@@ -108,7 +126,7 @@ def _learn_session(
             # Replaced or cut: what it says now was not what was read. Its new lines are
             # learned from when it grows again.
             log.warning("session %s: its transcript is shorter than was read", session.session_id)
-            save_offset(folder, session, session.transcript.stat().st_size)
+            save_offset(folder, session, report.read_to[session.session_id])
             return True
         if chunk.skipped:
             log.warning("session %s: %d lines unreadable", session.session_id, chunk.skipped)
