@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -453,3 +454,37 @@ def test_the_stop_hook_imports_neither_typer_nor_the_orm(
     loaded = {m.split(".")[0] for m in json.loads(done.stdout)} & set(heavy)
     assert loaded == set()
     wait_for_reports(project, 1)
+
+
+def test_a_worker_killed_after_the_model_answered_and_before_its_commit_resumes(
+    project: Path, home: Path, transcript: Transcript, anthropic_server: AnthropicServer
+) -> None:
+    transcript.session_with_a_preference()
+    folder = sessions_folder(project)
+    record_session(folder, json.loads(stop_event(transcript)))
+    env = environment(home, anthropic_server)
+    learn = [sys.executable, "-m", "memctl", "claude", "learn"]
+    anthropic_server.script(text_reply(json.dumps([PREFERENCE])))
+    # Another writer holds the database: the worker has its answer and waits to commit it.
+    writer = sqlite3.connect(project / ".memory" / "memstore.db", isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    worker = subprocess.Popen(learn, env=env, cwd=project, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not anthropic_server.requests and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(1.5)  # the answer is sent at once; the commit waits up to 15 s for the lock
+        assert worker.poll() is None, "the worker did not wait for the database"
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(10)
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    assert learned(project) == ({"deploy-staging": "Run `make deploy ENV=staging`."}, [])
+    assert recorded_sessions(folder)[0].offset == 0
+
+    anthropic_server.script(text_reply(json.dumps([PREFERENCE])))
+    subprocess.run(learn, env=env, cwd=project, check=True, capture_output=True)
+    bodies, runs = learned(project)
+    assert "user-indentation" in bodies and len(runs) == 1 and runs[0]["created"] == 1
+    assert recorded_sessions(folder)[0].offset == transcript.path.stat().st_size
