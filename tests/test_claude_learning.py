@@ -242,9 +242,15 @@ def test_a_stated_preference_is_learned_once_in_a_run_of_its_session(
     # The learned memory is in .memory/ as any other.
     assert (project / ".memory" / "user-indentation.md").exists()
 
-    # A second Stop on the same transcript: the worker finds no new line, asks nothing.
+    # A second Stop (and the SessionEnd) on the same transcript: no new line, no worker.
     run_hook(stop_event(transcript), env, project)
-    assert "0 model call(s)" in wait_for_reports(project, 2)[1]
+    run_hook(stop_event(transcript, "SessionEnd"), env, project)
+    time.sleep(1)
+    assert not _learn_processes(project) and len(worker_reports(project)) == 1
+    # A worker started all the same (by hand) finds nothing new and asks nothing.
+    subprocess.run(
+        [str(MEMCTL), "claude", "learn"], env=env, cwd=project, check=True, capture_output=True
+    )
     assert len(anthropic_server.requests) == 1
     assert learned(project) == (bodies, runs)
 
@@ -334,7 +340,7 @@ def test_the_stop_hook_returns_at_once_and_the_worker_runs_detached(
     elapsed = time.monotonic() - started
     assert done.returncode == 0 and done.stdout == b"" and done.stderr == b""
     assert elapsed < 3, elapsed
-    workers = _learn_processes()
+    workers = _learn_processes(project)
     assert workers, "no worker was started"
     assert all(os.getsid(pid) == pid for pid in workers)  # a session of its own
     wait_for_reports(project, 1)
@@ -397,14 +403,18 @@ def test_untrusted_lines_are_skipped_and_a_line_being_written_waits(tmp_path: Pa
     assert later.end == transcript.path.stat().st_size
 
 
-def _learn_processes() -> list[int]:
+def _learn_processes(cwd: Path) -> list[int]:
+    """The `memctl claude learn` processes running in `cwd` (not another test's)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             command = (entry / "cmdline").read_bytes().split(b"\0")
+            folder = Path(os.readlink(entry / "cwd"))
         except OSError:
+            continue
+        if folder != cwd:
             continue
         if command[-3:-1] == [b"claude", b"learn"] or command[-2:] == [b"claude", b"learn"]:
             found.append(int(entry.name))

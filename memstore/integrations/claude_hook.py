@@ -25,6 +25,7 @@ from typing import Any
 from memstore.errors import InvalidHookInput, StoreUnavailable
 from memstore.integrations.claude_sessions import (
     LEARNING_EVENTS,
+    has_unread,
     learning_folder,
     record_session,
     start_worker,
@@ -126,8 +127,9 @@ def _learn_later(event: dict[str, Any], given: Path | str | None, settings: Sett
     if not folder.parent.is_dir():
         log.info("hook: no %s: no session is learned from", folder.parent)
         return
-    record_session(folder, event)
-    if not worker_running(database):
+    session = record_session(folder, event)
+    # A SessionEnd just after the last Stop has nothing new: no worker for nothing.
+    if has_unread(session) and not worker_running(database):
         start_worker(folder, start, str(database))
 
 

@@ -121,12 +121,15 @@ def recorded_sessions(folder: Path) -> list[RecordedSession]:
 
 def unread(folder: Path) -> list[RecordedSession]:
     """The sessions whose transcript has grown past what was read of it."""
-    pending = []
-    for session in recorded_sessions(folder):
-        with contextlib.suppress(OSError):
-            if session.transcript.stat().st_size != session.offset:
-                pending.append(session)
-    return pending
+    return [session for session in recorded_sessions(folder) if has_unread(session)]
+
+
+def has_unread(session: RecordedSession) -> bool:
+    """Whether the session's transcript has bytes past what was read of it."""
+    try:
+        return session.transcript.stat().st_size != session.offset
+    except OSError:
+        return False
 
 
 def save_offset(folder: Path, session: RecordedSession, offset: int) -> None:
