@@ -25,8 +25,10 @@ from typing import Any
 from memstore.errors import InvalidHookInput, StoreUnavailable
 from memstore.integrations.claude_sessions import (
     LEARNING_EVENTS,
+    NO_MODEL,
     has_unread,
     learning_folder,
+    note_once,
     record_session,
     start_worker,
     worker_running,
@@ -129,8 +131,12 @@ def _learn_later(event: dict[str, Any], given: Path | str | None, settings: Sett
         return
     session = record_session(folder, event)
     # A SessionEnd just after the last Stop has nothing new: no worker for nothing.
-    if has_unread(session) and not worker_running(database):
-        start_worker(folder, start, str(database))
+    if not has_unread(session) or worker_running(database):
+        return
+    if not (settings.api_key or settings.auth_token or settings.base_url):
+        note_once(folder, NO_MODEL)  # the worker would say only that
+        return
+    start_worker(folder, start, str(database))
 
 
 def _read_event(raw: bytes | str) -> dict[str, Any]:

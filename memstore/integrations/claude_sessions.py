@@ -52,6 +52,9 @@ WORKER_COMMAND = (sys.executable, "-m", "memctl", "claude", "learn")
 # Sessions kept in the queue: the oldest recorded go first.
 MAX_SESSIONS = 200
 LOG_MAX_BYTES = 1_048_576
+NO_MODEL = (
+    "no model (set ANTHROPIC_API_KEY, or ANTHROPIC_BASE_URL): the sessions recorded wait, unread"
+)
 # Claude Code's session ids are UUIDs; anything else is refused.
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
@@ -162,6 +165,25 @@ def worker_running(database: Path | str) -> bool:
     finally:
         os.close(descriptor)  # closing lets go of a lock taken here
     return False
+
+
+def note_once(folder: Path, note: str) -> None:
+    """Append `note` to the worker's log, timestamped, unless it is the log's last line
+    already (a Stop without a model key would otherwise add one at every answer)."""
+    log_path = folder / LOG_FILE
+    try:
+        with log_path.open("rb") as file:
+            file.seek(max(0, file.seek(0, os.SEEK_END) - len(note.encode()) - 1))
+            if file.read().decode("utf-8", "replace").endswith(note + "\n"):
+                return
+    except OSError:
+        pass
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    descriptor = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(descriptor, f"{stamp} claude learn: {note}\n".encode())
+    finally:
+        os.close(descriptor)
 
 
 def start_worker(folder: Path, cwd: Path, db: str | None) -> int:

@@ -18,7 +18,7 @@ def learn() -> None:
     extraction learns after a turn (run by the hook, detached; one at a time per store)."""
     from memstore.errors import NoDatabase
     from memstore.integrations.claude_learning import ACTOR, learn_sessions
-    from memstore.integrations.claude_sessions import learning_folder
+    from memstore.integrations.claude_sessions import NO_MODEL, learning_folder
     from memstore.integrations.door import Door
     from memstore.llm.client import make_client
 
@@ -28,10 +28,7 @@ def learn() -> None:
         return
     client = make_client()
     if client is None:
-        err(
-            f"{_now()} claude learn: no model (set ANTHROPIC_API_KEY, or ANTHROPIC_BASE_URL):"
-            " the sessions recorded wait, unread"
-        )
+        err(f"{_now()} claude learn: {NO_MODEL}")
         return
     try:
         door = Door.open(ACTOR, db=State.db, settings=State.settings, create=False)
