@@ -401,6 +401,7 @@ def test_untrusted_lines_are_skipped_and_a_line_being_written_waits(tmp_path: Pa
     transcript.entry("user", {"role": "user", "content": "a subagent's"}, isSidechain=True)
     transcript.entry("user", {"role": "user", "content": "summary"}, isCompactSummary=True)
     transcript.entry("system", {"role": "system", "content": "x"}, subtype="compact_boundary")
+    transcript.user("<local-command-stdout>Total cost: $0.42</local-command-stdout>")
     transcript.assistant({"type": "text", "text": "second"})
     whole = transcript.path.stat().st_size
     transcript.write(b'{"type": "user", "message": {"role": "user", "content": "thi')

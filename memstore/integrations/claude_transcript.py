@@ -7,7 +7,8 @@ content a string or blocks. Text is kept; a tool call becomes one line `tool NAM
 and a tool's result one line saying its size, never its text; thinking is dropped. What is not
 the conversation is skipped: the title lines (`summary`), file snapshots, system lines (a
 compaction's boundary), a compaction's summary (`isCompactSummary`: what it sums up was read
-from the lines before it), and Claude Code's own notes in the user's place (`isMeta`).
+from the lines before it), Claude Code's own notes in the user's place (`isMeta`) and what a
+local slash command printed there.
 
 Every line is untrusted: one that is not a JSON object, not UTF-8 or over MAX_LINE_BYTES is
 skipped (counted); the last line, when it has no newline yet (Claude Code is still writing
@@ -32,6 +33,8 @@ BRIEF_MAX_CHARS = 80
 READ_MAX_BYTES = 16 * 1_048_576
 _BLOCK = 65_536
 
+# What a local slash command (/cost, /context) printed, in the user's place: its output.
+_COMMAND_OUTPUT = ("<local-command-stdout>", "<local-command-stderr>")
 # The input field that says best what a call of Claude Code's own tools did.
 _BRIEF_FIELDS = ("command", "file_path", "path", "pattern", "url", "query", "description")
 
@@ -131,7 +134,9 @@ def _message(entry: Mapping[str, Any]) -> Message | None:
     role = message["role"]
     content = message.get("content")
     if isinstance(content, str):
-        return {"role": role, "content": content} if content.strip() else None
+        if not content.strip() or content.lstrip().startswith(_COMMAND_OUTPUT):
+            return None
+        return {"role": role, "content": content}
     if not isinstance(content, list):
         return None
     texts: list[str] = []
