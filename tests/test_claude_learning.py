@@ -235,6 +235,8 @@ def test_a_stated_preference_is_learned_once_in_a_run_of_its_session(
     assert "[tool Bash(grep -Pn '\\t' src/parser.py)]" in conversation
     assert "the tool returned" in conversation and "TOOL-OUTPUT-LINE" not in conversation
     assert "PRIVATE-THOUGHT" not in conversation and "Parser indentation" not in conversation
+    # All of it is new: none of it is shown as context already reviewed.
+    assert "[This turn" in conversation and "[Earlier in the conversation" not in conversation
     history = subprocess.run(
         [str(MEMCTL), "history", "--runs"], capture_output=True, text=True, env=env, cwd=project
     )
