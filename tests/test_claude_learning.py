@@ -511,3 +511,21 @@ def test_a_worker_killed_after_the_model_answered_and_before_its_commit_resumes(
     bodies, runs = learned(project)
     assert "user-indentation" in bodies and len(runs) == 1 and runs[0]["created"] == 1
     assert recorded_sessions(folder)[0].offset == transcript.path.stat().st_size
+
+
+def test_a_session_is_learned_into_a_server_store(
+    tmp_path: Path, home: Path, anthropic_server: AnthropicServer, postgres_url: str
+) -> None:
+    project = tmp_path / "server-project"
+    (project / ".memory").mkdir(parents=True)  # where the queue and the log are kept
+    transcript = Transcript(home / ".claude" / "projects" / "p" / f"{SESSION}.jsonl", project)
+    transcript.session_with_a_preference()
+    anthropic_server.script(text_reply(json.dumps([PREFERENCE])))
+    env = {**environment(home, anthropic_server), "MEMSTORE_DB": postgres_url}
+    done = run_hook(stop_event(transcript), env, project)
+    assert done.returncode == 0 and done.stderr == b""
+    assert "1 created" in wait_for_reports(project, 1)[0]
+    with MemoryStore(postgres_url, actor="test") as store:
+        assert store.get("user-indentation").body == PREFERENCE["body"]
+        runs = [run for run in store.history.runs() if run["actor"] == "claude-code"]
+    assert len(runs) == 1 and runs[0]["session_id"] == SESSION
