@@ -249,7 +249,10 @@ def test_a_stated_preference_is_learned_once_in_a_run_of_its_session(
     run_hook(stop_event(transcript, "SessionEnd"), env, project)
     time.sleep(1)
     assert not _learn_processes(project) and len(worker_reports(project)) == 1
+    # The session ended, read to its end: it leaves the queue.
+    assert recorded_sessions(sessions_folder(project)) == []
     # A worker started all the same (by hand) finds nothing new and asks nothing.
+    run_hook(stop_event(transcript), env, project)
     subprocess.run(
         [str(MEMCTL), "claude", "learn"], env=env, cwd=project, check=True, capture_output=True
     )

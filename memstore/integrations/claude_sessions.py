@@ -101,10 +101,12 @@ def record_session(folder: Path, event: dict[str, Any]) -> RecordedSession:
             "recorded": time.time(),
         }
         sessions.pop(session_id, None)  # the latest last: the oldest are dropped first
-        sessions[session_id] = entry
+        recorded = RecordedSession(session_id, transcript, offset, name)
+        if name != SESSION_END or has_unread(recorded):
+            sessions[session_id] = entry  # an ended session read to its end is forgotten
         for stale in list(sessions)[: max(0, len(sessions) - MAX_SESSIONS)]:
             del sessions[stale]
-    return RecordedSession(session_id, transcript, offset, name)
+    return recorded
 
 
 def recorded_sessions(folder: Path) -> list[RecordedSession]:
@@ -249,5 +251,8 @@ def _read(path: Path) -> dict[str, Any]:
 
 def _write(path: Path, data: dict[str, Any]) -> None:
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+    descriptor = os.open(temporary, flags, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+        file.write(json.dumps(data, indent=1) + "\n")
     os.replace(temporary, path)
