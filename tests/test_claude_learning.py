@@ -532,3 +532,25 @@ def test_a_session_is_learned_into_a_server_store(
         assert store.get("user-indentation").body == PREFERENCE["body"]
         runs = [run for run in store.history.runs() if run["actor"] == "claude-code"]
     assert len(runs) == 1 and runs[0]["session_id"] == SESSION
+
+
+def test_a_model_down_keeps_the_stretch_and_unusable_answers_give_it_up_at_last(
+    project: Path, home: Path, transcript: Transcript, anthropic_server: AnthropicServer
+) -> None:
+    transcript.session_with_a_preference()
+    folder = sessions_folder(project)
+    record_session(folder, json.loads(stop_event(transcript)))
+    env = environment(home, anthropic_server)
+    learn = [sys.executable, "-m", "memctl", "claude", "learn"]
+    # The server fails (no reply scripted: a 500): the stretch waits for as long as it takes.
+    for _ in range(4):
+        subprocess.run(learn, env=env, cwd=project, check=True, capture_output=True)
+    assert recorded_sessions(folder)[0].offset == 0
+    # Answers that are no JSON array: asked again twice, then left out, so that the
+    # session's later lines are not held back for ever.
+    for attempt in range(3):
+        anthropic_server.script(text_reply("Nothing here seems worth keeping."))
+        subprocess.run(learn, env=env, cwd=project, check=True, capture_output=True)
+        expected = transcript.path.stat().st_size if attempt == 2 else 0
+        assert recorded_sessions(folder)[0].offset == expected
+    assert learned(project)[1] == []

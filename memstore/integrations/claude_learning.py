@@ -22,11 +22,17 @@ from pathlib import Path
 from memstore.integrations.claude_sessions import (
     LEARNING_RUN,
     RecordedSession,
+    failed_attempt,
     save_offset,
     unread,
 )
 from memstore.integrations.claude_transcript import TranscriptEntry, read_transcript
-from memstore.learning.extract import MESSAGE_MAX_CHARS, TRANSCRIPT_MAX_CHARS, extract_memories
+from memstore.learning.extract import (
+    MESSAGE_MAX_CHARS,
+    NOTHING_TO_LEARN,
+    TRANSCRIPT_MAX_CHARS,
+    extract_memories,
+)
 from memstore.llm.client import ModelClient
 from memstore.llm.messages import Message
 from memstore.storage.run_lock import run_alone
@@ -37,9 +43,12 @@ log = logging.getLogger(__name__)
 ACTOR = "claude-code"
 # What one extraction is given: under what it shows the model, which keeps the end.
 STRETCH_MAX_CHARS = TRANSCRIPT_MAX_CHARS * 5 // 6
+# A stretch whose answers were unusable this many times in a row is left out.
+MAX_ATTEMPTS = 3
+# What became of a stretch.
+LEARNED, UNAVAILABLE, UNUSABLE = "learned", "unavailable", "unusable"
 # The runs looked through for one a killed worker committed.
 RECENT_RUNS = 500
-NOTHING_TO_LEARN = "nothing to learn from"
 
 
 @dataclass
@@ -134,8 +143,20 @@ def _learn_session(
             return True  # nothing whole is new
         start = offset
         for stretch, end in _stretches(chunk.entries):
-            if not _learn_stretch(store, client, session, stretch, start, end, report, model):
+            outcome = _learn_stretch(store, client, session, stretch, start, end, report, model)
+            if outcome == UNAVAILABLE:
                 return False
+            if outcome == UNUSABLE:
+                if failed_attempt(folder, session, start) < MAX_ATTEMPTS:
+                    return False
+                # Asked again at every Stop, it would hold back all the session's later lines.
+                log.warning(
+                    "session %s: bytes %d-%d left out after %d unusable answers",
+                    session.session_id,
+                    start,
+                    end,
+                    MAX_ATTEMPTS,
+                )
             save_offset(folder, session, end)
             start = end
         if start != chunk.end:  # lines after the last message: no conversation
@@ -152,13 +173,13 @@ def _learn_stretch(
     end: int,
     report: LearningReport,
     model: str | None,
-) -> bool:
-    """Give one stretch to extraction; False when the model could not be asked or answer."""
+) -> str:
+    """Give one stretch to extraction: LEARNED, or why not (UNAVAILABLE, UNUSABLE)."""
     learned = _committed_end(store, session.session_id, start)
     if learned is not None:
         # A worker committed this stretch's run and was stopped before saving its offset.
         log.info("session %s: bytes %d-%d were learned already", session.session_id, start, end)
-        return True
+        return LEARNED
     report.model_calls += 1
     extraction = extract_memories(
         messages,
@@ -172,7 +193,7 @@ def _learn_stretch(
     )
     if extraction.failure and extraction.failure != NOTHING_TO_LEARN:
         log.warning("session %s: nothing learned (%s)", session.session_id, extraction.failure)
-        return False
+        return UNAVAILABLE if extraction.unavailable else UNUSABLE
     report.created += extraction.created
     report.updated += extraction.updated
     if extraction.changed:
@@ -182,7 +203,7 @@ def _learn_stretch(
             len(extraction.created),
             len(extraction.updated),
         )
-    return True
+    return LEARNED
 
 
 def _committed_end(store: MemoryStore, session_id: str, start: int) -> int | None:

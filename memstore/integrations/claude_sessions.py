@@ -137,6 +137,22 @@ def has_unread(session: RecordedSession) -> bool:
         return False
 
 
+def failed_attempt(folder: Path, session: RecordedSession, offset: int) -> int:
+    """Count one more unusable answer for the stretch of the session at `offset`: how many
+    there have been in a row."""
+    with _queue(folder, create=True) as sessions:
+        entry = sessions.get(session.session_id)
+        if not isinstance(entry, dict) or entry.get("transcript") != str(session.transcript):
+            return 0
+        failures = entry.get("failures")
+        count = 1
+        if isinstance(failures, dict) and failures.get("offset") == offset:
+            previous = failures.get("count")
+            count += previous if isinstance(previous, int) else 0
+        entry["failures"] = {"offset": offset, "count": count}
+        return count
+
+
 def save_offset(folder: Path, session: RecordedSession, offset: int) -> None:
     """Save how far the session's transcript has been learned from; a session that ended is
     forgotten once its transcript is read to the end."""
@@ -145,6 +161,7 @@ def save_offset(folder: Path, session: RecordedSession, offset: int) -> None:
         if not isinstance(entry, dict) or entry.get("transcript") != str(session.transcript):
             return  # forgotten meanwhile, or another transcript now
         entry["offset"] = offset
+        entry.pop("failures", None)
         ended = entry.get("event") == SESSION_END
         with contextlib.suppress(OSError):
             if ended and session.transcript.stat().st_size == offset:

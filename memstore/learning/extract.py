@@ -48,6 +48,8 @@ TRANSCRIPT_MAX_CHARS = 24_000
 CATALOG_MAX_ENTRIES = 200
 EXTRACTION_MAX_TOKENS = 2_048
 EXTRACTION_TIMEOUT_S = 60.0
+# The failure of a conversation with no text in it: nothing was asked, nothing is wrong.
+NOTHING_TO_LEARN = "nothing to learn from"
 
 EXTRACTION_SYSTEM = """\
 You maintain the long-term memory of a coding agent. Read the end of a conversation between \
@@ -83,6 +85,8 @@ class Extraction:
     dropped: list[str] = field(default_factory=list)
     # Why the model was not asked or its answer was unusable ("" when it answered).
     failure: str = ""
+    # The model could not be reached (as opposed to an answer that was unusable).
+    unavailable: bool = False
     run_id: str | None = None
 
     @property
@@ -115,7 +119,7 @@ def extract_memories(
     else:
         transcript = render_transcript(extraction_window(messages))
     if not transcript.strip():
-        return Extraction(failure="nothing to learn from")
+        return Extraction(failure=NOTHING_TO_LEARN)
     catalog = memory_catalog(store, transcript, CATALOG_MAX_ENTRIES, semantic=semantic)
     shown_whole = shown_in_full(store, transcript, catalog)
     try:
@@ -130,7 +134,7 @@ def extract_memories(
         raw_items = json_from_reply(reply, list)
     except (ModelUnavailable, ValueError) as error:
         log.warning("extraction: nothing learnt (%s)", error)
-        return Extraction(failure=str(error))
+        return Extraction(failure=str(error), unavailable=isinstance(error, ModelUnavailable))
     result = Extraction()
     items = validate_items(raw_items, max_items, result.dropped)
     for reason in result.dropped:
