@@ -55,7 +55,8 @@ RECENT_RUNS = 500
 class LearningReport:
     """What one worker did."""
 
-    sessions: int = 0
+    # The sessions read from.
+    sessions: set[str] = field(default_factory=set)
     model_calls: int = 0
     created: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
@@ -87,7 +88,7 @@ def learn_sessions(
                 return report
             while pending := _pending(folder, report):
                 for session in pending:
-                    report.sessions += 1
+                    report.sessions.add(session.session_id)
                     if not _learn_session(store, client, folder, session, report, model):
                         report.failed.append(session.session_id)
         # A session the hook recorded while the lock was held found a worker running: it

@@ -42,7 +42,7 @@ def learn() -> None:
     if report.busy:
         return
     err(
-        f"{_now()} claude learn: {report.sessions} session(s), {report.model_calls} model"
+        f"{_now()} claude learn: {len(report.sessions)} session(s), {report.model_calls} model"
         f" call(s), {len(report.created)} created, {len(report.updated)} updated"
         + (f"; left for later: {', '.join(report.failed)}" if report.failed else "")
     )
