@@ -554,3 +554,37 @@ def test_a_model_down_keeps_the_stretch_and_unusable_answers_give_it_up_at_last(
         expected = transcript.path.stat().st_size if attempt == 2 else 0
         assert recorded_sessions(folder)[0].offset == expected
     assert learned(project)[1] == []
+
+
+def test_a_long_backlog_is_learned_in_stretches_of_contiguous_bytes(
+    project: Path, home: Path, transcript: Transcript, anthropic_server: AnthropicServer
+) -> None:
+    from memstore.learning.extract import TRANSCRIPT_MAX_CHARS
+
+    for turn in range(30):
+        transcript.user(f"Turn {turn}: " + "the parser handles nested brackets. " * 60)
+        transcript.assistant({"type": "text", "text": f"Reply {turn}: " + "understood. " * 150})
+    folder = sessions_folder(project)
+    record_session(folder, json.loads(stop_event(transcript)))
+    facts = [
+        {**PREFERENCE, "name": f"parser-fact-{i}", "type": "project", "body": f"Fact {i}."}
+        for i in range(12)
+    ]
+    anthropic_server.script(*(text_reply(json.dumps([fact])) for fact in facts))
+    env = environment(home, anthropic_server)
+    learn = [sys.executable, "-m", "memctl", "claude", "learn"]
+    subprocess.run(learn, env=env, cwd=project, check=True, capture_output=True)
+    calls = len(anthropic_server.requests)
+    assert 3 <= calls < len(facts)
+    for request in anthropic_server.requests:
+        text = request["messages"][0]["content"]
+        text = text if isinstance(text, str) else text[0]["text"]
+        conversation = text.split("<conversation>\n", 1)[1]
+        assert len(conversation) <= TRANSCRIPT_MAX_CHARS + len("\n</conversation>")
+        assert "[This turn" in conversation  # nothing was cut from its start
+    _, runs = learned(project)
+    ranges = [run["command"].rsplit("bytes ", 1)[1].rstrip(")").split("-") for run in runs]
+    assert len(runs) == calls and ranges[0][0] == "0"
+    assert all(ranges[i][1] == ranges[i + 1][0] for i in range(len(ranges) - 1))
+    size = transcript.path.stat().st_size
+    assert int(ranges[-1][1]) == size == recorded_sessions(folder)[0].offset
