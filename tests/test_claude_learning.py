@@ -588,3 +588,48 @@ def test_a_long_backlog_is_learned_in_stretches_of_contiguous_bytes(
     assert all(ranges[i][1] == ranges[i + 1][0] for i in range(len(ranges) - 1))
     size = transcript.path.stat().st_size
     assert int(ranges[-1][1]) == size == recorded_sessions(folder)[0].offset
+
+
+def test_no_second_worker_while_one_holds_the_store(
+    project: Path, home: Path, transcript: Transcript, anthropic_server: AnthropicServer
+) -> None:
+    from memstore.integrations.claude_sessions import LEARNING_RUN
+    from memstore.storage.run_lock import run_alone
+
+    transcript.session_with_a_preference()
+    env = environment(home, anthropic_server)
+    store = MemoryStore(project / ".memory" / "memstore.db", actor="test")
+    with store, run_alone(store, LEARNING_RUN) as held:
+        assert held
+        done = run_hook(stop_event(transcript), env, project)
+        assert done.returncode == 0 and done.stderr == b""
+        # The session is recorded for the worker that holds the lock; none is started.
+        assert recorded_sessions(sessions_folder(project))[0].session_id == SESSION
+        assert not _learn_processes(project)
+        # A worker started by hand finds the lock held and stops at once.
+        learn = subprocess.run(
+            [str(MEMCTL), "claude", "learn"], env=env, cwd=project, capture_output=True
+        )
+        assert learn.returncode == 0 and learn.stderr.count(b"\n") == 1
+        assert b"another worker is learning" in learn.stderr
+    assert anthropic_server.requests == []
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"session_id": "../../etc"},
+        {"session_id": None},
+        {"transcript_path": "relative/t.jsonl"},
+        {"transcript_path": "/tmp/not-a-transcript.txt"},
+        {"transcript_path": 7},
+    ],
+)
+def test_a_stop_that_names_no_session_records_nothing(
+    project: Path, home: Path, transcript: Transcript, fields: dict[str, Any]
+) -> None:
+    event = {**json.loads(stop_event(transcript)), **fields}
+    done = run_hook(json.dumps(event), environment(home, None), project)
+    assert done.returncode == 0 and done.stdout == b""
+    assert done.stderr.startswith(b"memctl: hook: ") and done.stderr.count(b"\n") == 1
+    assert recorded_sessions(sessions_folder(project)) == []
