@@ -80,8 +80,13 @@ def main() -> None:
         with MemoryStore(workspace / ".memory" / "memstore.db", actor="bench") as store:
             import_memories(store, work / "corpus")
         prompts = [f"how do we handle the {q} here?" for q in make_queries(corpus, args.runs, 15)]
+        # Stop records the session; with no model key it starts no learning worker.
+        line = {"type": "user", "message": {"role": "user", "content": "hello"}}
+        (workspace / "transcript.jsonl").write_text(json.dumps(line) + "\n")
         unset = ("MEMSTORE_DB", "MEMCTL_DB", "PYTHONDONTWRITEBYTECODE")
-        env = {k: v for k, v in os.environ.items() if k not in unset}
+        env = {
+            k: v for k, v in os.environ.items() if k not in unset and not k.startswith("ANTHROPIC_")
+        }
         env["MEMSTORE_SEMANTIC"] = "off"
         memctl = memctl_command()
         commands: dict[str, tuple[list[str], list[bytes]]] = {
@@ -94,6 +99,10 @@ def main() -> None:
             "memctl hook SessionStart": (
                 [*memctl, "hook"],
                 [hook_json("SessionStart", workspace, source="startup")],
+            ),
+            "memctl hook Stop": (
+                [*memctl, "hook"],
+                [hook_json("Stop", workspace, stop_hook_active="false")],
             ),
             "memctl list": ([*memctl, "list"], [b""]),
         }

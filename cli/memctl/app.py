@@ -17,7 +17,7 @@ import typer
 from typer.core import TyperGroup
 
 from memctl.coercion import plain_values_first
-from memctl.commands import audit, chat, claude, files, memories, semantic, server
+from memctl.commands import audit, chat, claude, claude_learn, files, memories, semantic, server
 from memctl.context import State, err, fail, set_db
 from memctl.render import print_json
 from memstore.errors import MemstoreError, NoDatabase
@@ -121,6 +121,7 @@ app.command("path")(server.path)
 app.command("hook")(claude.hook)
 app.add_typer(semantic.app, name="semantic")
 app.add_typer(claude.app, name="claude")
+claude.app.command("learn")(claude_learn.learn)
 
 
 # What a listing's --json prints when there is no database: what an empty store gives.

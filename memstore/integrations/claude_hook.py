@@ -2,12 +2,14 @@
 On UserPromptSubmit, the memories relevant to the prompt (keyword recall, as `memctl recall
 --offline` finds them without semantic recall; no model is asked); on SessionStart, the
 MEMORY.md index. Either goes back as `hookSpecificOutput.additionalContext`, which Claude Code
-adds to the conversation, marked as stored notes that are data, not instructions.
+adds to the conversation, marked as stored notes that are data, not instructions. On Stop,
+SessionEnd and PreCompact, it records the session's transcript for the worker that learns from
+it, and starts that worker, detached (integrations/claude_sessions.py); it answers nothing.
 
 It runs before every prompt a person types, so it never stands in the way: whatever goes
 wrong (input that is no hook JSON, an event it does not answer, no database, a corrupt,
 locked or out-of-date one) it answers nothing and logs why in one line. It reads the store
-without SQLAlchemy (storage/reader.py), never writes, and creates no database or `.memory/`.
+without SQLAlchemy (storage/reader.py), never writes it, and creates no database or `.memory/`.
 See docs/integrations.md.
 """
 
@@ -21,6 +23,16 @@ from pathlib import Path
 from typing import Any
 
 from memstore.errors import InvalidHookInput, StoreUnavailable
+from memstore.integrations.claude_sessions import (
+    LEARNING_EVENTS,
+    NO_MODEL,
+    has_unread,
+    learning_folder,
+    note_once,
+    record_session,
+    start_worker,
+    worker_running,
+)
 from memstore.llm.messages import recent_user_text
 from memstore.recall.block import as_data, memories_block
 from memstore.recall.keyword import keyword_recall
@@ -78,13 +90,16 @@ def respond(
 def _respond(raw: bytes | str, db: Path | str | None, settings: Settings) -> str:
     event = _read_event(raw)
     name = event.get("hook_event_name")
+    given = db if db is not None else settings.db
+    if name in LEARNING_EVENTS:
+        _learn_later(event, given, settings)
+        return ""
     answer = _ANSWERS.get(name) if isinstance(name, str) else None
     if answer is None:
         raise InvalidHookInput(
             f"hook_event_name {name!r} is not an event memctl hook answers"
-            f" ({USER_PROMPT_SUBMIT}, {SESSION_START})"
+            f" ({USER_PROMPT_SUBMIT}, {SESSION_START}, {', '.join(LEARNING_EVENTS)})"
         )
-    given = db if db is not None else settings.db
     database, _ = locate(given, _start(event), settings.ceiling_directories, settings.namespace)
     try:
         with StoreReader(database, busy_timeout_ms=BUSY_TIMEOUT_MS) as reader:
@@ -100,6 +115,28 @@ def _respond(raw: bytes | str, db: Path | str | None, settings: Settings) -> str
         return ""
     output = {"hookSpecificOutput": {"hookEventName": name, "additionalContext": context}}
     return json.dumps(output, ensure_ascii=False)
+
+
+def _learn_later(event: dict[str, Any], given: Path | str | None, settings: Settings) -> None:
+    """Stop, SessionEnd, PreCompact: record the session's transcript for the worker and start
+    it when none is running; no model is asked here, and the database is not opened."""
+    start = _start(event)
+    database, workspace = locate(given, start, settings.ceiling_directories, settings.namespace)
+    if isinstance(database, Path) and not database.is_file():
+        log.info("hook: no database at %s: no session is learned from", database)
+        return
+    folder = learning_folder(database, workspace)
+    if not folder.parent.is_dir():
+        log.info("hook: no %s: no session is learned from", folder.parent)
+        return
+    session = record_session(folder, event)
+    # A SessionEnd just after the last Stop has nothing new: no worker for nothing.
+    if not has_unread(session) or worker_running(database):
+        return
+    if not (settings.api_key or settings.auth_token or settings.base_url):
+        note_once(folder, NO_MODEL)  # the worker would say only that
+        return
+    start_worker(folder, start, str(database))
 
 
 def _read_event(raw: bytes | str) -> dict[str, Any]:

@@ -48,6 +48,8 @@ TRANSCRIPT_MAX_CHARS = 24_000
 CATALOG_MAX_ENTRIES = 200
 EXTRACTION_MAX_TOKENS = 2_048
 EXTRACTION_TIMEOUT_S = 60.0
+# The failure of a conversation with no text in it: nothing was asked, nothing is wrong.
+NOTHING_TO_LEARN = "nothing to learn from"
 
 EXTRACTION_SYSTEM = """\
 You maintain the long-term memory of a coding agent. Read the end of a conversation between \
@@ -83,6 +85,8 @@ class Extraction:
     dropped: list[str] = field(default_factory=list)
     # Why the model was not asked or its answer was unusable ("" when it answered).
     failure: str = ""
+    # The model could not be reached (as opposed to an answer that was unusable).
+    unavailable: bool = False
     run_id: str | None = None
 
     @property
@@ -99,14 +103,23 @@ def extract_memories(
     model: str | None = None,
     max_items: int = MAX_ITEMS_PER_TURN,
     semantic: SemanticIndex | None = None,
+    actor: str = ACTOR,
+    command: str | None = None,
+    all_new: bool = False,
 ) -> Extraction:
     """Learn from the end of a conversation; never raises for a model failure (it is
-    logged and reported in `Extraction.failure`)."""
+    logged and reported in `Extraction.failure`).
+
+    `all_new`: every message of `messages` is new, none was reviewed yet (a stretch of a
+    Claude Code transcript): all of it is the turn to learn from, not only its end."""
     if client is None:
         return Extraction(failure="no model client")
-    transcript = render_transcript(extraction_window(messages))
+    if all_new:
+        transcript = render_transcript(messages, turn_from=0)
+    else:
+        transcript = render_transcript(extraction_window(messages))
     if not transcript.strip():
-        return Extraction(failure="nothing to learn from")
+        return Extraction(failure=NOTHING_TO_LEARN)
     catalog = memory_catalog(store, transcript, CATALOG_MAX_ENTRIES, semantic=semantic)
     shown_whole = shown_in_full(store, transcript, catalog)
     try:
@@ -121,18 +134,19 @@ def extract_memories(
         raw_items = json_from_reply(reply, list)
     except (ModelUnavailable, ValueError) as error:
         log.warning("extraction: nothing learnt (%s)", error)
-        return Extraction(failure=str(error))
+        return Extraction(failure=str(error), unavailable=isinstance(error, ModelUnavailable))
     result = Extraction()
     items = validate_items(raw_items, max_items, result.dropped)
     for reason in result.dropped:
         log.warning("extraction: dropped %s", reason)
     if not items:
         return result
-    command = "chat extraction" + (f" (session {session_id})" if session_id else "")
+    if command is None:
+        command = "chat extraction" + (f" (session {session_id})" if session_id else "")
     # What the model saw: a memory changed since (by the user, another session) is not
     # overwritten with text written from its older version.
     updatable = {memory.name: (memory.id, memory.version) for memory in shown_whole}
-    with store.transaction(actor=ACTOR, command=command, session_id=session_id) as tx:
+    with store.transaction(actor=actor, command=command, session_id=session_id) as tx:
         for item in items:
             existing = tx.find(item.name)
             seen = (existing.id, existing.version) if existing is not None else None
@@ -183,14 +197,17 @@ EARLIER_HEADER = "[Earlier in the conversation: context only; it was reviewed af
 TURN_HEADER = "[This turn: what to learn from]"
 
 
-def render_transcript(messages: Sequence[Mapping[str, Any]]) -> str:
+def render_transcript(
+    messages: Sequence[Mapping[str, Any]], *, turn_from: int | None = None
+) -> str:
     """The conversation as plain text: what was said, and one line per tool call or result.
 
     Messages before the current turn (which starts at the last user message with text) are
     marked as context: they were shown to extraction after their own turn, and learning
-    from them again would only reword what is already kept.
+    from them again would only reword what is already kept. `turn_from`: where the turn
+    starts instead (0: all of it).
     """
-    start = turn_start(messages) or 0
+    start = turn_from if turn_from is not None else turn_start(messages) or 0
     lines: list[str] = []
     for index, message in enumerate(messages):
         if index == start:
