@@ -22,6 +22,7 @@ import typer.main
 from memctl.app import app
 
 from memstore import __version__
+from memstore.integrations.claude_settings import HOOK_EVENTS
 from tests.anthropic_server import AnthropicServer, text_reply
 from tests.test_hook import hook_event
 
@@ -101,7 +102,7 @@ def test_the_marketplace_lists_the_plugin() -> None:
 
 def test_the_hooks_are_the_events_memctl_hook_answers() -> None:
     commands = hook_commands()
-    assert set(commands) == {"SessionStart", "UserPromptSubmit"}
+    assert tuple(commands) == HOOK_EVENTS  # what `memctl claude install` writes too
     for event, hooks in commands.items():
         [hook] = hooks
         assert hook["type"] == "command"
@@ -126,7 +127,20 @@ def test_each_hook_answers_through_the_installed_memctl(workspace: Path, event: 
     assert "deploy-staging" in output["additionalContext"]
 
 
-@pytest.mark.parametrize("event", ["SessionStart", "UserPromptSubmit"])
+def test_stop_through_the_plugin_records_the_session_and_says_nothing(workspace: Path) -> None:
+    [hook] = hook_commands()["Stop"]
+    transcript = workspace / "transcript.jsonl"
+    transcript.write_text("")
+    answered = run_hook_command(
+        hook["command"],
+        hook_event("Stop", workspace, session_id="s-1", transcript_path=str(transcript)),
+        workspace,
+        f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+    )
+    assert (answered.returncode, answered.stdout) == (0, "")
+
+
+@pytest.mark.parametrize("event", HOOK_EVENTS)
 def test_without_memctl_the_hook_says_so_in_one_line_and_never_blocks(
     tmp_path: Path, event: str
 ) -> None:
@@ -310,7 +324,7 @@ def test_claude_code_goes_on_without_memctl(
     assert done.returncode == 0, done.stdout + done.stderr
     events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     hooks = {e["hook_event"]: e for e in events if e.get("subtype") == "hook_response"}
-    assert set(hooks) == {"SessionStart", "UserPromptSubmit"}
+    assert {"SessionStart", "UserPromptSubmit"} <= set(hooks)  # Stop too, as -p ends
     for hook in hooks.values():
         assert (hook["exit_code"], hook["outcome"]) == (0, "success")
         assert hook["stderr"].startswith("memstore: memctl is not on PATH")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from memstore.integrations.claude_settings import HOOK_EVENTS
 from tests.conftest import MemctlRunner
 
 # As Claude Code writes its settings (JSON.stringify with two spaces, no final newline), with
@@ -85,7 +86,9 @@ def test_user_install_writes_the_hooks_and_the_server_and_keeps_the_rest(
     assert settings["futureSetting"] == before["futureSetting"]
     assert settings["permissions"] == before["permissions"]
     ours = [{"hooks": [{"type": "command", "command": "memctl hook", "timeout": 10}]}]
-    assert settings["hooks"] == {**before["hooks"], "SessionStart": ours, "UserPromptSubmit": ours}
+    # Each event's hooks after the person's own (their Stop hook stays first).
+    mine = {event: before["hooks"].get(event, []) + ours for event in HOOK_EVENTS}
+    assert settings["hooks"] == {**before["hooks"], **mine}
     claude = json.loads((home / ".claude.json").read_text())
     assert list(claude) == list(json.loads(CLAUDE_JSON))
     assert claude["mcpServers"] == {
@@ -128,7 +131,7 @@ def test_project_install_writes_the_projects_files(
     assert installed.returncode == 0, installed.stderr
     assert files(home) == user_before  # the person's own settings untouched
     settings = json.loads((project / ".claude" / "settings.json").read_text())
-    assert set(settings["hooks"]) == {"SessionStart", "UserPromptSubmit"}
+    assert set(settings["hooks"]) == set(HOOK_EVENTS)
     servers = (project / ".mcp.json").read_text()
     assert servers.startswith('{\n    "mcpServers": {\n        "docs"')  # its four spaces
     assert json.loads(servers)["mcpServers"]["memstore"] == {"command": "memctl", "args": ["mcp"]}
@@ -153,7 +156,7 @@ def test_uninstall_keeps_what_changed_since_and_a_hook_of_the_persons_own(
 
     # A hook the person wired by hand (a full path) counts as installed, and is theirs.
     own = {"hooks": [{"type": "command", "command": "/opt/venv/bin/memctl hook"}]}
-    settings = {"hooks": {"SessionStart": [own], "UserPromptSubmit": [own]}}
+    settings = {"hooks": {event: [own] for event in HOOK_EVENTS}}
     path.write_text(json.dumps(settings, indent=2))
     assert run("claude", "install").returncode == 0
     assert json.loads(path.read_text()) == settings

@@ -29,7 +29,9 @@ from typing import Any
 
 from memstore.errors import ClaudeSettingsRefused
 
-HOOK_EVENTS = ("SessionStart", "UserPromptSubmit")
+# What memctl hook answers (the index, a prompt's memories) and records (a session to learn
+# from), as the plugin's hooks/hooks.json wires them.
+HOOK_EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "SessionEnd", "PreCompact")
 HOOK_COMMAND = "memctl hook"
 HOOK_TIMEOUT_SECONDS = 10
 SERVER_NAME = "memstore"

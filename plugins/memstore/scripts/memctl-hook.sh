@@ -1,6 +1,7 @@
 #!/bin/sh
-# Claude Code's SessionStart and UserPromptSubmit hooks, answered by `memctl hook` (its JSON
-# on stdin, the memories to add on stdout; it exits 0 whatever happens).
+# Claude Code's hooks, answered by `memctl hook` (its JSON on stdin; it exits 0 whatever
+# happens): SessionStart and UserPromptSubmit get the memories to add on stdout; Stop,
+# SessionEnd and PreCompact record the session for a detached worker to learn from.
 #
 # Without memctl on PATH the hook says so in one line and exits 0, so that Claude Code goes on
 # (exit 2 would block the prompt): on stderr, which `claude --debug` shows, and at a session's
