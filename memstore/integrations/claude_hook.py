@@ -25,8 +25,8 @@ from memstore.llm.messages import recent_user_text
 from memstore.recall.block import as_data, memories_block
 from memstore.recall.keyword import keyword_recall
 from memstore.settings import Settings
+from memstore.storage.postgres.server import server_error
 from memstore.storage.reader import StoreReader
-from memstore.storage.server import server_error
 from memstore.storage.workspace import locate
 
 log = logging.getLogger(__name__)

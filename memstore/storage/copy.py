@@ -35,8 +35,8 @@ from memstore.storage.copy_target import (
     see_every_row,
     write_rows,
 )
+from memstore.storage.postgres.server import first_line, shown_url
 from memstore.storage.schema_version import SCHEMA_HEAD
-from memstore.storage.server import first_line, shown_url
 from memstore.storage.store import MemoryStore
 
 ACTOR = "copy"

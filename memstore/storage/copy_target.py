@@ -69,7 +69,7 @@ def write_rows(connection: SQLConnection, source: SourceRows, owner: str | None)
         else:
             _insert_rows(connection, table.name, names, rows)
     if postgres:
-        from memstore.storage import pg_search
+        from memstore.storage.postgres import search as pg_search
 
         pg_search.index(connection, _live_records(source))
         for table_name in SERIAL_TABLES:

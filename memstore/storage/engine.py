@@ -122,7 +122,7 @@ def dbapi_connection(engine: Engine) -> Iterator[Connection]:
     except Exception as error:  # a server down, or still starting after a restart
         if driver is None or not isinstance(error, (OperationalError, driver.OperationalError)):
             raise
-        from memstore.storage.server import server_error
+        from memstore.storage.postgres.server import server_error
 
         url = engine.url.set(drivername="postgresql").render_as_string(False)
         raise server_error(url, getattr(error, "orig", None) or error) from error
@@ -130,7 +130,7 @@ def dbapi_connection(engine: Engine) -> Iterator[Connection]:
         yield cast(Connection, pooled.driver_connection)
     except Exception as error:
         # The server cut or refused the statement (a restart): the same typed error as a
-        # statement through SQLAlchemy gets (postgres._unavailable), never psycopg's own.
+        # statement through SQLAlchemy gets (postgres.engine._unavailable), never psycopg's own.
         if driver is None or not isinstance(error, driver.OperationalError):
             raise
         if engine.dialect.is_disconnect(error, pooled.dbapi_connection, None):
@@ -142,7 +142,7 @@ def dbapi_connection(engine: Engine) -> Iterator[Connection]:
 
 
 def _unavailable(engine: Engine, error: BaseException | None) -> str:
-    from memstore.storage.server import driver_message, shown_url
+    from memstore.storage.postgres.server import driver_message, shown_url
 
     url = engine.url.set(drivername="postgresql").render_as_string(False)
     return f"database {shown_url(url)} is unavailable: {driver_message(url, error)}"

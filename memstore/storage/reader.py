@@ -134,7 +134,7 @@ def rank_ids(connection: Connection, terms: list[str], limit: int) -> dict[int, 
         return ranked_ids(
             cast(sqlite3.Connection, connection), match_expression(terms, any_term=True), limit
         )
-    from memstore.storage import pg_search
+    from memstore.storage.postgres import search as pg_search
 
     return pg_search.ranked_ids(connection, terms, limit)
 
@@ -149,7 +149,7 @@ def ranked_records(
         sqlite = cast(sqlite3.Connection, connection)
         rows = ranked_matches(sqlite, RECORD_COLUMNS, expression, limit, type)
     else:
-        from memstore.storage import pg_search
+        from memstore.storage.postgres import search as pg_search
 
         rows = pg_search.ranked_matches(
             connection, RECORD_COLUMNS, terms, limit, type, any_term=any_term
@@ -168,7 +168,7 @@ class StoreReader:
         self.path: Path | str
         location = database_location(path) if isinstance(path, str) else path
         if isinstance(location, str):
-            from memstore.storage.server import connect_reader
+            from memstore.storage.postgres.server import connect_reader
 
             self.path = location
             self._connection = connect_reader(location)

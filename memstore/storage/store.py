@@ -35,10 +35,10 @@ from memstore.storage.models import (
     memory_purge_table,
     utc_now,
 )
+from memstore.storage.postgres.server import driver_message, first_line
 from memstore.storage.reader import live_records, live_summaries, mark, rank_ids
 from memstore.storage.reads import live_count, live_memories, live_memory, search_hits
 from memstore.storage.records import SearchHit
-from memstore.storage.server import driver_message, first_line
 from memstore.storage.transaction import WriteTransaction
 from memstore.storage.validation import check_type
 
@@ -86,8 +86,8 @@ class MemoryStore:
         self.path: Path | None = None
         location = database_location(path) if isinstance(path, str) else path
         if isinstance(location, str):
-            from memstore.storage.postgres import open_postgres
-            from memstore.storage.server import shown_url
+            from memstore.storage.postgres.engine import open_postgres
+            from memstore.storage.postgres.server import shown_url
 
             self.url = location
             self.location = shown_url(self.url)
@@ -317,7 +317,7 @@ class MemoryStore:
         """The user's SQL on a connection of its own that cannot write (see ReadOnlyQuery),
         on this store's database, migrated when it was opened."""
         if self.url is not None:
-            from memstore.storage.postgres import ServerQuery
+            from memstore.storage.postgres.engine import ServerQuery
 
             return ServerQuery(self.url, sql, timeout=timeout, max_rows=max_rows)
         assert self.path is not None

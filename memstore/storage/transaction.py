@@ -363,7 +363,7 @@ class WriteTransaction:
             )
         insert_rows(self.connection, memory_table, created)
         if self._on_postgres():
-            from memstore.storage import pg_search
+            from memstore.storage.postgres import search as pg_search
 
             pg_search.index(self.connection, self._changed.values())
         identity, host, last = self._write_run(with_last_event=True)

@@ -89,8 +89,8 @@ def locate(
     `given` (by --db or MEMSTORE_DB) and the workspace it sits in, or else the workspace found
     upward from `start` and its database. A server's URL (a str) is given back naming its
     project namespace (the URL's own, else `namespace`, else the workspace's git remote:
-    storage/namespace.py), with the workspace found upward from `start`. A str `given` is
-    read as --db is (settings.database_location): a path, a server's URL, or refused."""
+    storage/postgres/namespace.py), with the workspace found upward from `start`. A str `given`
+    is read as --db is (settings.database_location): a path, a server's URL, or refused."""
     found = find_workspace(start, ceilings=ceilings)
     if given is None:
         return found.database, found
@@ -99,7 +99,7 @@ def locate(
 
         given = database_location(given)  # a str as typed: a path, a server's URL, or refused
     if isinstance(given, str):
-        from memstore.storage.namespace import resolve
+        from memstore.storage.postgres.namespace import resolve
 
         url, _ = resolve(given, namespace, found.root)
         return url, found

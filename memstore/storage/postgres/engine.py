@@ -1,5 +1,5 @@
 """The PostgreSQL engine: a pooled psycopg 3 engine with a connect timeout, writers in turn,
-and migrate-on-open, as engine.py does for SQLite (docs/postgresql.md).
+and migrate-on-open, as storage/engine.py does for SQLite (docs/postgresql.md).
 
 psycopg is imported by SQLAlchemy when the engine first connects, never by memstore's import:
 it is the optional `postgres` extra.
@@ -19,8 +19,7 @@ from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, Prog
 
 from memstore.errors import ConnectionLost, InvalidSettings, QueryFailed, StoreUnavailable
 from memstore.storage.engine import ReadOnlyQuery, query_failed, stored_revision, to_json, writer
-from memstore.storage.schema_version import SCHEMA_HEAD, VERSION_TABLE
-from memstore.storage.server import (
+from memstore.storage.postgres.server import (
     CONNECT_TIMEOUT_S,
     MISSING_DRIVER,
     connect_reader,
@@ -31,6 +30,7 @@ from memstore.storage.server import (
     session_settings,
     shown_url,
 )
+from memstore.storage.schema_version import SCHEMA_HEAD, VERSION_TABLE
 
 # How long a writer waits for another writer's transaction before giving up, as SQLite's
 # busy timeout does.
@@ -135,7 +135,7 @@ def open_postgres(url: str, *, create: bool = True) -> Engine:
 def _create_namespace(engine: Engine, url: str) -> None:
     """Create the schema of the URL's project namespace when the server has none yet: the
     first person of a project to open it migrates it, as for the default store."""
-    from memstore.storage.namespace import schema_of, split_url
+    from memstore.storage.postgres.namespace import schema_of, split_url
 
     bare, name = split_url(url)
     if not name:

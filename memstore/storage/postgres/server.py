@@ -1,7 +1,7 @@
 """Reaching a PostgreSQL server, without SQLAlchemy: a driver's failure as one line, its
 passwords masked (the URL as messages show it is settings.shown_url), and StoreReader's
 read-only psycopg connection (`memctl hook` reads with it before every prompt). The
-SQLAlchemy engine is postgres.py's."""
+SQLAlchemy engine is postgres/engine.py's."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def server_target(url: str) -> tuple[str, str | None]:
     """What libpq connects to for the memstore URL `url`: the URL without memstore's own
     `namespace` parameter, and the schema of that project namespace (None: the server's
     default store)."""
-    from memstore.storage.namespace import schema_of, split_url
+    from memstore.storage.postgres.namespace import schema_of, split_url
 
     bare, name = split_url(url)
     return bare, schema_of(name) if name else None
