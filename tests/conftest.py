@@ -19,7 +19,7 @@ import pytest
 import memstore
 from memstore.storage.postgres.namespace import with_namespace
 from memstore.storage.postgres.server import server_target
-from memstore.storage.reader import register_functions
+from memstore.storage.sqlite.reader import register_functions
 from memstore.storage.store import MemoryStore
 from tests.anthropic_server import AnthropicServer, serve
 from tests.in_process import run_memctl_in_process

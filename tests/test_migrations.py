@@ -22,11 +22,11 @@ from sqlmodel import SQLModel
 
 from memstore.errors import SchemaTooNew
 from memstore.storage import chain
-from memstore.storage.engine import create_sqlite_engine
 from memstore.storage.migrate import alembic_config, migrations_path, script_head
 from memstore.storage.postgres import search as pg_search
 from memstore.storage.postgres.engine import create_postgres_engine
 from memstore.storage.schema_version import SCHEMA_HEAD, VERSION_TABLE
+from memstore.storage.sqlite.engine import create_sqlite_engine
 from memstore.storage.store import MemoryStore
 from tests.conftest import MemctlRunner
 

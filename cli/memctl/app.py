@@ -224,7 +224,7 @@ def main() -> None:
             from memstore.storage.postgres.server import server_error
 
             fail(str(server_error(State.db, error)))
-        from memstore.storage.engine import database_error
+        from memstore.storage.sqlite.engine import database_error
 
         fail(str(database_error(State.db, error)))
     except KeyboardInterrupt:

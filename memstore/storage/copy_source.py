@@ -23,7 +23,8 @@ from memstore.storage.models import (
     memory_vector_table,
     run_table,
 )
-from memstore.storage.reader import connect_read_only, schema_revision
+from memstore.storage.reader import schema_revision
+from memstore.storage.sqlite.reader import connect_read_only
 from memstore.storage.store import MemoryStore
 
 # In the order their foreign keys need; exported_file stays behind (per-machine state), the

@@ -1,14 +1,13 @@
-"""Reading a memstore database on its DBAPI connection, without SQLAlchemy: the read-only
-SQLite connection (`memctl sql` and a database that cannot be written use it too), the reads
+"""Reading a memstore database on its DBAPI connection, without SQLAlchemy: the reads
 MemoryStore and StoreReader share, on sqlite3 or psycopg alike (only the parameter marks and
-the full-text search differ), and StoreReader, the few reads `memctl hook` makes before every
+the full-text search differ; the read-only connections are sqlite/reader.py's and
+postgres/server.py's), and StoreReader, the few reads `memctl hook` makes before every
 prompt (keyword recall's, and the index's), where importing the ORM would cost most of its time.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,51 +19,13 @@ from memstore.storage.dbapi import Connection, is_sqlite, mark
 from memstore.storage.fields import JSON_COLUMNS, LIVE_SQL
 from memstore.storage.records import RECORD_COLUMNS, MemoryRecord, MemorySummary
 from memstore.storage.schema_version import SCHEMA_HEAD, VERSION_TABLE
-from memstore.storage.search import match_expression, ranked_ids, ranked_matches, segment
+from memstore.storage.sqlite.reader import BUSY_TIMEOUT_MS, connect_read_only
+from memstore.storage.sqlite.search import match_expression, ranked_ids, ranked_matches
 
-BUSY_TIMEOUT_MS = 15_000
 # Only parameter marks are added to it, never values.
 _SELECT_LIVE = f"SELECT {', '.join(RECORD_COLUMNS)} FROM memory WHERE {LIVE_SQL}"
 # SQLite limits the number of bound parameters in one statement.
 _IDS_PER_QUERY = 500
-
-
-def register_functions(connection: sqlite3.Connection) -> None:
-    """SQL functions the schema relies on: the FTS triggers segment text with this one."""
-    connection.create_function("memstore_segment", 1, segment, deterministic=True)
-
-
-def connect_read_only(
-    path: Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS, leave_no_files: bool = False
-) -> sqlite3.Connection:
-    """A DBAPI connection that cannot write (mode=ro, query_only), with our SQL functions.
-    `leave_no_files`: create no -wal or -shm file beside the database either."""
-    connection = sqlite3.connect(
-        _read_only_uri(path, leave_no_files),
-        uri=True,
-        timeout=busy_timeout_ms / 1000,
-        check_same_thread=False,
-    )
-    connection.isolation_level = None
-    connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-    connection.execute("PRAGMA query_only = ON")
-    connection.execute("PRAGMA foreign_keys = ON")
-    register_functions(connection)
-    return connection
-
-
-def _read_only_uri(path: Path, leave_no_files: bool) -> str:
-    uri = f"{path.resolve().as_uri()}?mode=ro"
-    # Reading a WAL database needs its -shm file, which a read-only connection creates (and
-    # leaves) when it can, and cannot in a folder that cannot be written. With no -wal left
-    # (closed cleanly) the file alone is the whole database, which `immutable` reads without
-    # any lock or -shm. (A writer that opens it meanwhile changes the file only when it
-    # checkpoints; a read torn by that fails as a corrupt one does.)
-    wal = path.with_name(path.name + "-wal")
-    wal_is_empty = not (wal.exists() and wal.stat().st_size > 0)
-    if wal_is_empty and (leave_no_files or not os.access(path.parent, os.W_OK)):
-        uri += "&immutable=1"
-    return uri
 
 
 def schema_revision(connection: Connection) -> str | None:
@@ -129,7 +90,7 @@ def live_summaries(connection: Connection, type: str | None = None) -> list[Memo
 
 def rank_ids(connection: Connection, terms: list[str], limit: int) -> dict[int, float]:
     """The relevance (higher is better) of the best `limit` live memories matching any of
-    `terms` (quoted terms: search.query_terms), by id."""
+    `terms` (quoted terms: search_terms.query_terms), by id."""
     if is_sqlite(connection):
         return ranked_ids(
             cast(sqlite3.Connection, connection), match_expression(terms, any_term=True), limit

@@ -23,7 +23,7 @@ from memstore.storage.reader import (
     record_from_row,
 )
 from memstore.storage.records import MemoryRecord, MemorySummary, SearchHit
-from memstore.storage.search import search_terms
+from memstore.storage.search_terms import search_terms
 
 if TYPE_CHECKING:
     from memstore.storage.history_reader import HistoryReader, HistoryReads

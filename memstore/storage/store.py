@@ -20,13 +20,7 @@ from memstore.errors import ConnectionLost, MemoryNotFound, StoreUnavailable
 from memstore.settings import database_location
 from memstore.storage.chain import ChainReport
 from memstore.storage.dbapi import Connection
-from memstore.storage.engine import (
-    BUSY_TIMEOUT_MS,
-    ReadOnlyQuery,
-    dbapi_connection,
-    open_database,
-    writer,
-)
+from memstore.storage.engine import ReadOnlyQuery, dbapi_connection, writer
 from memstore.storage.fields import LIVE_SQL
 from memstore.storage.history import History
 from memstore.storage.models import (
@@ -39,6 +33,8 @@ from memstore.storage.postgres.server import driver_message, first_line
 from memstore.storage.reader import live_records, live_summaries, mark, rank_ids
 from memstore.storage.reads import live_count, live_memories, live_memory, search_hits
 from memstore.storage.records import SearchHit
+from memstore.storage.sqlite.engine import FileQuery, open_database
+from memstore.storage.sqlite.reader import BUSY_TIMEOUT_MS
 from memstore.storage.transaction import WriteTransaction
 from memstore.storage.validation import check_type
 
@@ -77,7 +73,7 @@ class MemoryStore:
     """A memstore database: a SQLite file, or a PostgreSQL database when `path` is a
     postgresql:// URL (`path` is then None, `url` the URL). Opening it creates or migrates
     the schema; with create=False a file must exist, and is opened read-only where it
-    cannot be written (engine.open_database)."""
+    cannot be written (sqlite.engine.open_database)."""
 
     def __init__(
         self, path: str | Path, *, actor: str = "api", command: str = "", create: bool = True
@@ -104,7 +100,8 @@ class MemoryStore:
     @functools.cached_property
     def read_only(self) -> bool:
         """Whether the store was opened read-only (create=False on a SQLite file or folder it
-        cannot write: engine.open_database): it is read as any other, and every write fails."""
+        cannot write: sqlite.engine.open_database): it is read as any other, and every write
+        fails."""
         if self.url is not None:
             return False
         with self._dbapi() as connection:
@@ -321,7 +318,7 @@ class MemoryStore:
 
             return ServerQuery(self.url, sql, timeout=timeout, max_rows=max_rows)
         assert self.path is not None
-        return ReadOnlyQuery(self.path, sql, timeout=timeout, max_rows=max_rows)
+        return FileQuery(self.path, sql, timeout=timeout, max_rows=max_rows)
 
     @read_again_once
     def vector_counts(self, model: str) -> tuple[int, int]:

@@ -227,15 +227,9 @@ class ServerQuery(ReadOnlyQuery):
     def __init__(
         self, url: str, sql: str, *, timeout: float | None = None, max_rows: int | None = None
     ) -> None:
-        self.timeout = timeout
-        self.max_rows = max_rows
-        self.truncated = False
-        self.interrupted = False
-        self._deadline = None
+        super().__init__(sql, timeout=timeout, max_rows=max_rows)
+        self._deadline = None  # the server's statement_timeout keeps the time
         self._url = url
-        self._denied = []
-        self._sql = sql
-        self.columns = []
         self._server: Any = connect_reader(url)
         self._server.autocommit = False  # a server-side cursor lives in a transaction
         milliseconds = 0 if timeout is None else max(1, int(timeout * 1000))
