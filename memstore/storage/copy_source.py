@@ -14,7 +14,8 @@ from sqlalchemy import JSON, Table
 
 from memstore.errors import CopyRefused, HistoryTampered
 from memstore.storage import chain
-from memstore.storage.dbapi import Connection, is_sqlite
+from memstore.storage.backend import backend_of
+from memstore.storage.dbapi import Connection
 from memstore.storage.engine import dbapi_connection
 from memstore.storage.models import (
     memory_event_table,
@@ -72,10 +73,8 @@ def file_revision(path: Path) -> str | None:
 def read_source(source: MemoryStore, *, force: bool = False) -> SourceRows:
     """Every row to copy, read in one snapshot, and the source's chain verified in it."""
     with dbapi_connection(source.engine) as connection:
-        if is_sqlite(connection):
-            connection.execute("BEGIN")
-        else:
-            connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        backend = backend_of(connection)
+        backend.begin_snapshot(connection)
         try:
             head: str | None = None
             unverified = None
@@ -108,10 +107,7 @@ def read_source(source: MemoryStore, *, force: bool = False) -> SourceRows:
                 columns[table.name] = names
                 rows[table.name] = _read(connection, table, names)
         finally:
-            if is_sqlite(connection):
-                connection.execute("ROLLBACK")
-            else:
-                connection.rollback()  # type: ignore[attr-defined]
+            backend.end_snapshot(connection)
     return SourceRows(columns, rows, head, unverified)
 
 
@@ -131,14 +127,7 @@ def _read(connection: Connection, table: Table, names: list[str]) -> list[tuple[
 def stored_columns(connection: Connection, table: str) -> set[str]:
     """The columns `table` has in this database (a newer revision may have more than the
     other engine's)."""
-    if is_sqlite(connection):
-        return {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
-    rows = connection.execute(
-        "SELECT column_name FROM information_schema.columns"
-        " WHERE table_schema = current_schema() AND table_name = %s",
-        (table,),
-    )
-    return {row[0] for row in rows}
+    return backend_of(connection).stored_columns(connection, table)
 
 
 def _json_columns(table: Table) -> set[str]:

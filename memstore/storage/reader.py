@@ -8,19 +8,18 @@ prompt (keyword recall's, and the index's), where importing the ORM would cost m
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from memstore.errors import NoDatabase, SchemaTooNew, StoreUnavailable
+from memstore.errors import SchemaTooNew, StoreUnavailable
 from memstore.settings import database_location
-from memstore.storage.dbapi import Connection, is_sqlite, mark
+from memstore.storage.backend import backend_at, backend_of
+from memstore.storage.dbapi import Connection
 from memstore.storage.fields import JSON_COLUMNS, LIVE_SQL
 from memstore.storage.records import RECORD_COLUMNS, MemoryRecord, MemorySummary
 from memstore.storage.schema_version import SCHEMA_HEAD, VERSION_TABLE
-from memstore.storage.sqlite.reader import BUSY_TIMEOUT_MS, connect_read_only
-from memstore.storage.sqlite.search import match_expression, ranked_ids, ranked_matches
+from memstore.storage.sqlite.reader import BUSY_TIMEOUT_MS
 
 # Only parameter marks are added to it, never values.
 _SELECT_LIVE = f"SELECT {', '.join(RECORD_COLUMNS)} FROM memory WHERE {LIVE_SQL}"
@@ -30,13 +29,7 @@ _IDS_PER_QUERY = 500
 
 def schema_revision(connection: Connection) -> str | None:
     """The schema revision a database records, None when it records none."""
-    tables = (
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
-        if is_sqlite(connection)
-        else "SELECT 1 WHERE to_regclass(%s) IS NOT NULL"
-    )
-    table = connection.execute(tables, (VERSION_TABLE,)).fetchone()
-    if table is None:
+    if not backend_of(connection).has_table(connection, VERSION_TABLE):
         return None
     row = connection.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchone()
     return None if row is None else str(row[0])
@@ -70,7 +63,7 @@ def live_records(connection: Connection, ids: Sequence[int]) -> dict[int, Memory
     found: dict[int, MemoryRecord] = {}
     for start in range(0, len(ids), _IDS_PER_QUERY):
         chunk = tuple(ids[start : start + _IDS_PER_QUERY])
-        marks = ", ".join([mark(connection)] * len(chunk))
+        marks = ", ".join([backend_of(connection).mark] * len(chunk))
         rows = connection.execute(f"{_SELECT_LIVE} AND id IN ({marks})", chunk)
         records = [record_from_row(values) for values in rows]
         found.update((record.id, record) for record in records)
@@ -82,7 +75,7 @@ def live_summaries(connection: Connection, type: str | None = None) -> list[Memo
     query = f"SELECT {', '.join(MemorySummary._fields)} FROM memory WHERE {LIVE_SQL}"
     parameters: tuple[str, ...] = ()
     if type is not None:
-        query += f" AND type = {mark(connection)}"
+        query += f" AND type = {backend_of(connection).mark}"
         parameters = (type,)
     rows = connection.execute(query + " ORDER BY name", parameters).fetchall()
     return [MemorySummary(*row) for row in rows]
@@ -91,13 +84,7 @@ def live_summaries(connection: Connection, type: str | None = None) -> list[Memo
 def rank_ids(connection: Connection, terms: list[str], limit: int) -> dict[int, float]:
     """The relevance (higher is better) of the best `limit` live memories matching any of
     `terms` (quoted terms: search_terms.query_terms), by id."""
-    if is_sqlite(connection):
-        return ranked_ids(
-            cast(sqlite3.Connection, connection), match_expression(terms, any_term=True), limit
-        )
-    from memstore.storage.postgres import search as pg_search
-
-    return pg_search.ranked_ids(connection, terms, limit)
+    return backend_of(connection).rank_ids(connection, terms, limit)
 
 
 def ranked_records(
@@ -105,16 +92,8 @@ def ranked_records(
 ) -> list[tuple[MemoryRecord, float]]:
     """Live memories matching all of `terms` (any, with any_term), of `type` when given,
     best first, with their relevance (higher is better)."""
-    if is_sqlite(connection):
-        expression = match_expression(terms, any_term=any_term)
-        sqlite = cast(sqlite3.Connection, connection)
-        rows = ranked_matches(sqlite, RECORD_COLUMNS, expression, limit, type)
-    else:
-        from memstore.storage.postgres import search as pg_search
-
-        rows = pg_search.ranked_matches(
-            connection, RECORD_COLUMNS, terms, limit, type, any_term=any_term
-        )
+    backend = backend_of(connection)
+    rows = backend.ranked_matches(connection, RECORD_COLUMNS, terms, limit, type, any_term=any_term)
     return [(record_from_row(values), -float(score)) for *values, score in rows]
 
 
@@ -125,21 +104,11 @@ class StoreReader:
     it leaves no file behind."""
 
     def __init__(self, path: Path | str, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
-        self._connection: Connection
-        self.path: Path | str
         location = database_location(path) if isinstance(path, str) else path
-        if isinstance(location, str):
-            from memstore.storage.postgres.server import connect_reader
-
-            self.path = location
-            self._connection = connect_reader(location)
-        else:
-            file = self.path = location
-            if not file.is_file():
-                raise NoDatabase(str(file))
-            self._connection = connect_read_only(
-                file, busy_timeout_ms=busy_timeout_ms, leave_no_files=True
-            )
+        self.path: Path | str = location
+        self._connection = backend_at(location).connect_reader(
+            location, busy_timeout_ms=busy_timeout_ms
+        )
         try:
             check_revision(
                 self.path,

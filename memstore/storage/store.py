@@ -18,6 +18,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from memstore.errors import ConnectionLost, MemoryNotFound, StoreUnavailable
 from memstore.settings import database_location
+from memstore.storage.backend import backend_at
 from memstore.storage.chain import ChainReport
 from memstore.storage.dbapi import Connection
 from memstore.storage.engine import ReadOnlyQuery, dbapi_connection, writer
@@ -30,7 +31,7 @@ from memstore.storage.models import (
     utc_now,
 )
 from memstore.storage.postgres.server import driver_message, first_line
-from memstore.storage.reader import live_records, live_summaries, mark, rank_ids
+from memstore.storage.reader import live_records, live_summaries, rank_ids
 from memstore.storage.reads import live_count, live_memories, live_memory, search_hits
 from memstore.storage.records import SearchHit
 from memstore.storage.sqlite.engine import FileQuery, open_database
@@ -81,6 +82,7 @@ class MemoryStore:
         self.url: str | None = None
         self.path: Path | None = None
         location = database_location(path) if isinstance(path, str) else path
+        self.backend = backend_at(location)
         if isinstance(location, str):
             from memstore.storage.postgres.engine import open_postgres
             from memstore.storage.postgres.server import shown_url
@@ -301,7 +303,7 @@ class MemoryStore:
             rows = connection.execute(
                 "SELECT m.id, m.version, v.vector FROM memory AS m"
                 " LEFT JOIN memory_vector AS v ON v.memory_id = m.id"
-                f" AND v.model = {mark(connection)} AND v.memory_version = m.version"
+                f" AND v.model = {self.backend.mark} AND v.memory_version = m.version"
                 f" WHERE m.{LIVE_SQL} ORDER BY m.id",
                 (model,),
             ).fetchall()
@@ -328,7 +330,7 @@ class MemoryStore:
             row = connection.execute(
                 "SELECT count(v.memory_id), count(*) FROM memory AS m"
                 " LEFT JOIN memory_vector AS v ON v.memory_id = m.id"
-                f" AND v.model = {mark(connection)} AND v.memory_version = m.version"
+                f" AND v.model = {self.backend.mark} AND v.memory_version = m.version"
                 f" WHERE m.{LIVE_SQL}",
                 (model,),
             ).fetchone()

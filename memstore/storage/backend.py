@@ -1,0 +1,88 @@
+"""The one interface the core of storage uses where the two engines differ, and the choice
+of one: `backend_at` for a store's location (a Path is a SQLite file, a str a server's URL),
+`backend_of` for a DBAPI connection and `backend_of_sql` for a SQLAlchemy one. The two
+implementations are sqlite/backend.py's and postgres/backend.py's; this is the only module of
+the core that names them, and it imports nothing heavy (`memctl hook` reads through it).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from memstore.storage.dbapi import Connection
+from memstore.storage.postgres.backend import POSTGRES
+from memstore.storage.records import MemoryRecord
+from memstore.storage.sqlite.backend import SQLITE
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection as SQLConnection
+
+
+class Backend(Protocol):
+    """What differs between SQLite and PostgreSQL, for the core above them."""
+
+    # The DBAPI's parameter mark: sqlite3's qmark, psycopg's format.
+    mark: str
+    # A server many roles share: it decides which rows a connection sees (row-level
+    # security), so history counts the events it cannot see, and records who connected.
+    server: bool
+    # JSON columns come back as text (SQLite); psycopg hands them out parsed.
+    json_as_text: bool
+
+    def connect_reader(self, location: Path | str, *, busy_timeout_ms: int) -> Connection:
+        """A DBAPI connection that cannot write, without SQLAlchemy (a SQLite file waits up
+        to `busy_timeout_ms` for a writer)."""
+        ...
+
+    def has_table(self, connection: Connection, table: str) -> bool: ...
+
+    def stored_columns(self, connection: Connection, table: str) -> set[str]:
+        """The columns `table` has in this database."""
+        ...
+
+    def rank_ids(self, connection: Connection, terms: list[str], limit: int) -> dict[int, float]:
+        """The bm25 (higher is better) of the best `limit` live memories matching any of
+        `terms` (quoted: search_terms.query_terms), by id."""
+        ...
+
+    def ranked_matches(
+        self,
+        connection: Connection,
+        columns: Sequence[str],
+        terms: list[str],
+        limit: int,
+        type: str | None,
+        *,
+        any_term: bool,
+    ) -> list[tuple[Any, ...]]:
+        """Rows of the live memories matching all `terms` (any, with any_term), of `type`
+        when given, best first, each followed by its bm25 score (lower is better)."""
+        ...
+
+    def index(self, connection: SQLConnection, memories: Iterable[MemoryRecord]) -> None:
+        """Index the memories a transaction changed for search (SQLite's triggers do it)."""
+        ...
+
+    def begin_snapshot(self, connection: Connection) -> None:
+        """Start a read-only transaction that sees one snapshot of every table."""
+        ...
+
+    def end_snapshot(self, connection: Connection) -> None: ...
+
+
+def backend_at(location: Path | str) -> Backend:
+    """The backend of a store at `location`: a Path is a SQLite file, a str a server's URL."""
+    return POSTGRES if isinstance(location, str) else SQLITE
+
+
+def backend_of(connection: Connection) -> Backend:
+    """The backend of a DBAPI connection: sqlite3's, or psycopg's."""
+    return SQLITE if isinstance(connection, sqlite3.Connection) else POSTGRES
+
+
+def backend_of_sql(connection: SQLConnection) -> Backend:
+    """The backend of a SQLAlchemy connection, by its dialect."""
+    return POSTGRES if connection.dialect.name == "postgresql" else SQLITE
