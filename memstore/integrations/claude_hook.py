@@ -41,7 +41,7 @@ RECALL_LIMIT = 5
 CONTEXT_MAX_BYTES = 8_500
 MEMORY_MAX_BYTES = 2_048
 # The prompt waits for the hook: a locked database is waited for this long, far less than
-# other commands wait (sqlite/reader.BUSY_TIMEOUT_MS).
+# other commands wait (dbapi.BUSY_TIMEOUT_MS).
 BUSY_TIMEOUT_MS = 500
 
 RECALL_HEADER = (

@@ -19,6 +19,9 @@ from memstore.storage.sqlite.backend import SQLITE
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection as SQLConnection
+    from sqlalchemy import Engine
+
+    from memstore.storage.query import ReadOnlyQuery
 
 
 class Backend(Protocol):
@@ -31,6 +34,29 @@ class Backend(Protocol):
     server: bool
     # JSON columns come back as text (SQLite); psycopg hands them out parsed.
     json_as_text: bool
+
+    def open_engine(self, location: Path | str, *, create: bool) -> Engine:
+        """A SQLAlchemy engine on an up-to-date database, created or migrated as needed
+        (with create=False it must exist)."""
+        ...
+
+    def shown(self, location: Path | str) -> str:
+        """The location as messages show it (a URL's passwords masked)."""
+        ...
+
+    def said(self, location: Path | str, error: BaseException | None) -> str:
+        """The driver's message in one line (a URL's passwords masked in it)."""
+        ...
+
+    def is_read_only(self, engine: Engine) -> bool:
+        """Whether the database was opened read-only (a file it cannot write)."""
+        ...
+
+    def query(
+        self, location: Path | str, sql: str, *, timeout: float | None, max_rows: int | None
+    ) -> ReadOnlyQuery:
+        """`memctl sql`: the user's SQL on a connection of its own that cannot write."""
+        ...
 
     def connect_reader(self, location: Path | str, *, busy_timeout_ms: int) -> Connection:
         """A DBAPI connection that cannot write, without SQLAlchemy (a SQLite file waits up
@@ -66,6 +92,31 @@ class Backend(Protocol):
         """Index the memories a transaction changed for search (SQLite's triggers do it)."""
         ...
 
+    def erase_freed_space(self, connection: SQLConnection) -> None:
+        """From here on in this transaction, space a delete frees is overwritten (a purge)."""
+        ...
+
+    def drop_erased_words(self, connection: SQLConnection) -> None:
+        """Make the search index let go of the words of text a purge erased."""
+        ...
+
+    def fold_log(self, engine: Engine) -> None:
+        """After a purge: no copy of the erased text left in a log beside the database."""
+        ...
+
+    def save_vectors(
+        self,
+        engine: Engine,
+        location: Path | str,
+        model: str,
+        rows: Sequence[tuple[int, int, bytes]],
+        *,
+        wait_ms: int,
+    ) -> None:
+        """Store (memory id, its version, vector) rows, replacing older ones, in one
+        transaction, waiting at most `wait_ms` for another writer."""
+        ...
+
     def begin_snapshot(self, connection: Connection) -> None:
         """Start a read-only transaction that sees one snapshot of every table."""
         ...
@@ -83,6 +134,6 @@ def backend_of(connection: Connection) -> Backend:
     return SQLITE if isinstance(connection, sqlite3.Connection) else POSTGRES
 
 
-def backend_of_sql(connection: SQLConnection) -> Backend:
-    """The backend of a SQLAlchemy connection, by its dialect."""
-    return POSTGRES if connection.dialect.name == "postgresql" else SQLITE
+def backend_of_sql(connectable: SQLConnection | Engine) -> Backend:
+    """The backend of a SQLAlchemy connection or engine, by its dialect."""
+    return POSTGRES if connectable.dialect.name == "postgresql" else SQLITE

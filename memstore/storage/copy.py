@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy.exc import DBAPIError
 
 from memstore.errors import CopyRefused, StoreUnavailable
-from memstore.settings import database_location
+from memstore.settings import database_location, shown_url
 from memstore.storage.copy_source import read_source, row_dicts
 from memstore.storage.copy_target import (
     check_copied_chain,
@@ -35,7 +35,7 @@ from memstore.storage.copy_target import (
     see_every_row,
     write_rows,
 )
-from memstore.storage.postgres.server import first_line, shown_url
+from memstore.storage.dbapi import first_line
 from memstore.storage.schema_version import SCHEMA_HEAD
 from memstore.storage.store import MemoryStore
 

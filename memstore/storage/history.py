@@ -14,6 +14,7 @@ from sqlalchemy import Engine, Select, column, literal_column, select, table
 
 from memstore.errors import RunNotFound
 from memstore.storage import chain
+from memstore.storage.backend import backend_of_sql
 from memstore.storage.engine import dbapi_connection
 from memstore.storage.models import MemoryEvent, Run, memory_event_table, run_table
 
@@ -72,7 +73,7 @@ class History:
     def hidden_events(self, run_id: str) -> int:
         """How many events of the run this connection cannot see: on a server, those of
         other people's own memories (event_chain counts every event); 0 on SQLite."""
-        if self.engine.dialect.name != "postgresql":
+        if not backend_of_sql(self.engine).server:
             return 0
         with self.engine.connect() as connection:
             return int(

@@ -12,14 +12,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from memstore.errors import SchemaTooNew, StoreUnavailable
 from memstore.settings import database_location
 from memstore.storage.backend import backend_at, backend_of
-from memstore.storage.dbapi import Connection
+from memstore.storage.dbapi import BUSY_TIMEOUT_MS, Connection
 from memstore.storage.fields import JSON_COLUMNS, LIVE_SQL
 from memstore.storage.records import RECORD_COLUMNS, MemoryRecord, MemorySummary
-from memstore.storage.schema_version import SCHEMA_HEAD, VERSION_TABLE
-from memstore.storage.sqlite.reader import BUSY_TIMEOUT_MS
+from memstore.storage.revision import check_revision, recorded_revision
 
 # Only parameter marks are added to it, never values.
 _SELECT_LIVE = f"SELECT {', '.join(RECORD_COLUMNS)} FROM memory WHERE {LIVE_SQL}"
@@ -29,23 +27,7 @@ _IDS_PER_QUERY = 500
 
 def schema_revision(connection: Connection) -> str | None:
     """The schema revision a database records, None when it records none."""
-    if not backend_of(connection).has_table(connection, VERSION_TABLE):
-        return None
-    row = connection.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchone()
-    return None if row is None else str(row[0])
-
-
-def check_revision(path: Path | str, revision: str | None, upgrade: str) -> None:
-    """Refuse a database this code cannot read as it is: SchemaTooNew for a newer schema,
-    StoreUnavailable for an older one (`upgrade` says how it gets upgraded)."""
-    if revision == SCHEMA_HEAD:
-        return
-    if revision is not None and revision > SCHEMA_HEAD:
-        raise SchemaTooNew(str(path), revision)
-    raise StoreUnavailable(
-        f"cannot open database {path}: it was written by an older memstore and needs"
-        f" upgrading, {upgrade}"
-    )
+    return recorded_revision(connection, backend_of(connection).has_table)
 
 
 def record_from_row(values: Sequence[Any]) -> MemoryRecord:

@@ -8,13 +8,18 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memstore.errors import StoreUnavailable
 from memstore.storage.dbapi import Connection
 from memstore.storage.postgres import search
-from memstore.storage.postgres.server import connect_reader
+from memstore.storage.postgres.reader import connect_reader, has_table
+from memstore.storage.postgres.server import driver_message, shown_url
 from memstore.storage.records import MemoryRecord
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection as SQLConnection
+    from sqlalchemy import Engine
+
+    from memstore.storage.query import ReadOnlyQuery
 
 
 class PostgresBackend:
@@ -22,12 +27,33 @@ class PostgresBackend:
     server = True
     json_as_text = False
 
+    def open_engine(self, location: Path | str, *, create: bool) -> Engine:
+        from memstore.storage.postgres.engine import open_postgres
+
+        return open_postgres(str(location), create=create)
+
+    def shown(self, location: Path | str) -> str:
+        return shown_url(str(location))
+
+    def said(self, location: Path | str, error: BaseException | None) -> str:
+        return driver_message(str(location), error)
+
+    def is_read_only(self, engine: Engine) -> bool:
+        """Never: a role's privileges refuse what it may not write, each write alone."""
+        return False
+
+    def query(
+        self, location: Path | str, sql: str, *, timeout: float | None, max_rows: int | None
+    ) -> ReadOnlyQuery:
+        from memstore.storage.postgres.engine import ServerQuery
+
+        return ServerQuery(str(location), sql, timeout=timeout, max_rows=max_rows)
+
     def connect_reader(self, location: Path | str, *, busy_timeout_ms: int) -> Connection:
         return connect_reader(str(location))
 
     def has_table(self, connection: Connection, table: str) -> bool:
-        query = "SELECT 1 WHERE to_regclass(%s) IS NOT NULL"
-        return connection.execute(query, (table,)).fetchone() is not None
+        return has_table(connection, table)
 
     def stored_columns(self, connection: Connection, table: str) -> set[str]:
         rows = connection.execute(
@@ -54,6 +80,41 @@ class PostgresBackend:
 
     def index(self, connection: SQLConnection, memories: Iterable[MemoryRecord]) -> None:
         search.index(connection, memories)
+
+    def erase_freed_space(self, connection: SQLConnection) -> None:
+        """Nothing: the server's storage is its own to manage."""
+
+    def drop_erased_words(self, connection: SQLConnection) -> None:
+        """Nothing: a memory's row of memory_fts is rewritten as it changes."""
+
+    def fold_log(self, engine: Engine) -> None:
+        """Nothing: the server's write-ahead log is its own to manage."""
+
+    def save_vectors(
+        self,
+        engine: Engine,
+        location: Path | str,
+        model: str,
+        rows: Sequence[tuple[int, int, bytes]],
+        *,
+        wait_ms: int,
+    ) -> None:
+        from sqlalchemy.exc import IntegrityError, OperationalError
+
+        try:
+            with engine.begin() as connection:
+                connection.exec_driver_sql(f"SET LOCAL lock_timeout = {int(wait_ms)}")
+                connection.exec_driver_sql(
+                    "INSERT INTO memory_vector (memory_id, model, memory_version, vector)"
+                    " VALUES (%s, %s, %s, %s) ON CONFLICT (memory_id) DO UPDATE SET"
+                    " model = excluded.model, memory_version = excluded.memory_version,"
+                    " vector = excluded.vector",
+                    [(memory_id, model, version, vector) for memory_id, version, vector in rows],
+                )
+        except (OperationalError, IntegrityError) as error:
+            raise StoreUnavailable(
+                f"database {self.shown(location)} is unavailable: {self.said(location, error.orig)}"
+            ) from error
 
     def begin_snapshot(self, connection: Connection) -> None:
         connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")

@@ -18,11 +18,11 @@ from sqlalchemy.engine import ExceptionContext, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, ProgrammingError
 
 from memstore.errors import ConnectionLost, InvalidSettings, QueryFailed, StoreUnavailable
-from memstore.storage.engine import ReadOnlyQuery, query_failed, stored_revision, to_json, writer
+from memstore.storage.engine import stored_revision, to_json, writer
+from memstore.storage.postgres.reader import connect_reader, has_table
 from memstore.storage.postgres.server import (
     CONNECT_TIMEOUT_S,
     MISSING_DRIVER,
-    connect_reader,
     driver_message,
     first_line,
     server_error,
@@ -30,6 +30,7 @@ from memstore.storage.postgres.server import (
     session_settings,
     shown_url,
 )
+from memstore.storage.query import ReadOnlyQuery, query_failed
 from memstore.storage.schema_version import SCHEMA_HEAD, VERSION_TABLE
 
 # How long a writer waits for another writer's transaction before giving up, as SQLite's
@@ -116,7 +117,7 @@ def open_postgres(url: str, *, create: bool = True) -> Engine:
     engine: Engine | None = None
     try:
         engine = create_postgres_engine(url)
-        if stored_revision(engine) != SCHEMA_HEAD:
+        if stored_revision(engine, has_table) != SCHEMA_HEAD:
             # A namespace opened for the first time (or not this role's) reads no revision.
             _create_namespace(engine, url)
             from memstore.storage.migrate import upgrade_to_head  # imports Alembic

@@ -22,10 +22,12 @@ from memstore.errors import (
     QueryFailed,
     StoreUnavailable,
 )
-from memstore.storage.engine import ReadOnlyQuery, query_failed, stored_revision, to_json, writer
-from memstore.storage.reader import check_revision
+from memstore.storage.dbapi import BUSY_TIMEOUT_MS
+from memstore.storage.engine import stored_revision, to_json, writer
+from memstore.storage.query import ReadOnlyQuery, query_failed
+from memstore.storage.revision import check_revision
 from memstore.storage.schema_version import SCHEMA_HEAD
-from memstore.storage.sqlite.reader import BUSY_TIMEOUT_MS, connect_read_only, register_functions
+from memstore.storage.sqlite.reader import connect_read_only, has_table, register_functions
 from memstore.storage.workspace import create_private_file, ensure_gitignore
 
 
@@ -86,7 +88,7 @@ def open_database(path: Path, *, create: bool = True) -> Engine:
                 created = create_private_file(path) or created
             engine = create_sqlite_engine(path)
             # Comparing against SCHEMA_HEAD lets an up-to-date database open without Alembic.
-            if stored_revision(engine) != SCHEMA_HEAD:
+            if stored_revision(engine, has_table) != SCHEMA_HEAD:
                 from memstore.storage.migrate import upgrade_to_head  # imports Alembic
 
                 upgrade_to_head(writer(engine), str(path))
@@ -155,7 +157,7 @@ def _open_read_only(path: Path) -> Engine:
     )
     event.listen(engine, "begin", _begin)
     try:
-        revision = stored_revision(engine)
+        revision = stored_revision(engine, has_table)
     except BaseException as error:
         engine.dispose()
         translated = database_error(path, error)

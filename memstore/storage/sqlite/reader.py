@@ -8,9 +8,8 @@ import os
 import sqlite3
 from pathlib import Path
 
+from memstore.storage.dbapi import BUSY_TIMEOUT_MS, Connection
 from memstore.storage.search_terms import segment
-
-BUSY_TIMEOUT_MS = 15_000
 
 
 def register_functions(connection: sqlite3.Connection) -> None:
@@ -49,3 +48,8 @@ def _read_only_uri(path: Path, leave_no_files: bool) -> str:
     if wal_is_empty and (leave_no_files or not os.access(path.parent, os.W_OK)):
         uri += "&immutable=1"
     return uri
+
+
+def has_table(connection: Connection, table: str) -> bool:
+    query = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+    return connection.execute(query, (table,)).fetchone() is not None
