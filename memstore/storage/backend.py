@@ -19,7 +19,7 @@ from memstore.storage.sqlite.backend import SQLITE
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection as SQLConnection
-    from sqlalchemy import Engine
+    from sqlalchemy import Engine, Table
 
     from memstore.storage.query import ReadOnlyQuery
 
@@ -115,6 +115,25 @@ class Backend(Protocol):
     ) -> None:
         """Store (memory id, its version, vector) rows, replacing older ones, in one
         transaction, waiting at most `wait_ms` for another writer."""
+        ...
+
+    def prepare_copy(self, connection: SQLConnection, owner: str | None) -> None:
+        """Before a copy writes (a dry run too): may this connection copy into it, `owner`
+        becoming the copied memories' owner (on a server: a role's)."""
+        ...
+
+    def start_copy(self, connection: SQLConnection) -> None:
+        """Before the copied rows: they keep who made them, and whose they are."""
+        ...
+
+    def copy_rows(
+        self, connection: SQLConnection, table: Table, names: list[str], rows: list[tuple[Any, ...]]
+    ) -> None:
+        """A copy's rows of `table`, as stored (JSON as its text)."""
+        ...
+
+    def finish_copy(self, connection: SQLConnection, live: Iterable[MemoryRecord]) -> None:
+        """After the copied rows, before the commit: the search index, what numbers rows."""
         ...
 
     def begin_snapshot(self, connection: Connection) -> None:

@@ -12,10 +12,10 @@ from typing import Any
 
 from sqlalchemy import JSON, Table
 
-from memstore.errors import CopyRefused, HistoryTampered
+from memstore.errors import CopyRefused, HistoryTampered, NoDatabase
 from memstore.storage import chain
-from memstore.storage.backend import backend_of
-from memstore.storage.dbapi import Connection
+from memstore.storage.backend import backend_at, backend_of
+from memstore.storage.dbapi import BUSY_TIMEOUT_MS, Connection
 from memstore.storage.engine import dbapi_connection
 from memstore.storage.models import (
     memory_event_table,
@@ -25,7 +25,6 @@ from memstore.storage.models import (
     run_table,
 )
 from memstore.storage.reader import schema_revision
-from memstore.storage.sqlite.reader import connect_read_only
 from memstore.storage.store import MemoryStore
 
 # In the order their foreign keys need; exported_file stays behind (per-machine state), the
@@ -59,8 +58,8 @@ def file_revision(path: Path) -> str | None:
     """The schema revision a database file is at, read without changing it (None when it
     has none, or cannot be read: opening it will say why)."""
     try:
-        connection = connect_read_only(Path(path))
-    except sqlite3.Error:
+        connection = backend_at(Path(path)).connect_reader(path, busy_timeout_ms=BUSY_TIMEOUT_MS)
+    except (sqlite3.Error, NoDatabase):
         return None
     try:
         return schema_revision(connection)

@@ -89,6 +89,12 @@ class MemoryStore:
         self._writer = writer(self.engine)
         self.history = History(self.engine)
 
+    @property
+    def is_server(self) -> bool:
+        """Whether the store is a server many roles share: a person's own (`user`) memories
+        are theirs, their history hidden from others; runs are locked on the server."""
+        return self.backend.server
+
     @functools.cached_property
     def read_only(self) -> bool:
         """Whether the store was opened read-only (create=False on a SQLite file or folder it

@@ -17,7 +17,7 @@ from memstore.storage.records import MemoryRecord
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection as SQLConnection
-    from sqlalchemy import Engine
+    from sqlalchemy import Engine, Table
 
     from memstore.storage.query import ReadOnlyQuery
 
@@ -115,6 +115,28 @@ class PostgresBackend:
             raise StoreUnavailable(
                 f"database {self.shown(location)} is unavailable: {self.said(location, error.orig)}"
             ) from error
+
+    def prepare_copy(self, connection: SQLConnection, owner: str | None) -> None:
+        from memstore.storage.postgres.copy import prepare_copy
+
+        prepare_copy(connection, owner)
+
+    def start_copy(self, connection: SQLConnection) -> None:
+        from memstore.storage.postgres.copy import start_copy
+
+        start_copy(connection)
+
+    def copy_rows(
+        self, connection: SQLConnection, table: Table, names: list[str], rows: list[tuple[Any, ...]]
+    ) -> None:
+        from memstore.storage.postgres.copy import copy_rows
+
+        copy_rows(connection, table, names, rows)
+
+    def finish_copy(self, connection: SQLConnection, live: Iterable[MemoryRecord]) -> None:
+        from memstore.storage.postgres.copy import finish_copy
+
+        finish_copy(connection, live)
 
     def begin_snapshot(self, connection: Connection) -> None:
         connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")

@@ -17,7 +17,7 @@ from memstore.storage.sqlite.reader import connect_read_only, has_table
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection as SQLConnection
-    from sqlalchemy import Engine
+    from sqlalchemy import Engine, Table
 
     from memstore.storage.query import ReadOnlyQuery
 
@@ -124,6 +124,22 @@ class SQLiteBackend:
                 raise StoreUnavailable(f"database {location} is unavailable: {error}") from error
             finally:
                 connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+
+    def prepare_copy(self, connection: SQLConnection, owner: str | None) -> None:
+        """Nothing to check: a file has no roles (copy refuses --owner for one)."""
+
+    def start_copy(self, connection: SQLConnection) -> None:
+        """Nothing: no trigger sets who made a run, or whose a memory is."""
+
+    def copy_rows(
+        self, connection: SQLConnection, table: Table, names: list[str], rows: list[tuple[Any, ...]]
+    ) -> None:
+        from memstore.storage.sqlite.engine import insert_stored_rows
+
+        insert_stored_rows(connection, table, names, rows)
+
+    def finish_copy(self, connection: SQLConnection, live: Iterable[MemoryRecord]) -> None:
+        """Nothing: the triggers indexed the rows, and SQLite numbers from max(id)."""
 
     def begin_snapshot(self, connection: Connection) -> None:
         connection.execute("BEGIN")

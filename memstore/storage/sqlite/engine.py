@@ -10,10 +10,12 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection as SQLConnection
+from sqlalchemy import Engine, Table, create_engine, event
 
 from memstore.errors import (
     DatabaseCorrupt,
@@ -172,6 +174,28 @@ def _open_read_only(path: Path) -> Engine:
         engine.dispose()
         raise
     return engine
+
+
+# SQLite's limit of bound parameters per statement is 32,766.
+PARAMETERS_PER_INSERT = 30_000
+
+
+def insert_stored_rows(
+    connection: SQLConnection, table: Table, names: list[str], rows: Sequence[tuple[Any, ...]]
+) -> None:
+    """A copy's rows (memctl copy): multi-row INSERTs of the values as they are
+    (engine.insert_rows would serialise JSON values again; these are stored text already)."""
+    if not rows:
+        return
+    one_row = "(" + ", ".join("?" * len(names)) + ")"
+    per_statement = max(1, PARAMETERS_PER_INSERT // len(names))
+    for start in range(0, len(rows), per_statement):
+        chunk = rows[start : start + per_statement]
+        connection.exec_driver_sql(
+            f"INSERT INTO {table.name} ({', '.join(names)}) VALUES "
+            + ", ".join([one_row] * len(chunk)),
+            tuple(value for row in chunk for value in row),
+        )
 
 
 # Functions `memctl sql` refuses: fts3_tokenizer returns a memory address (and with an
