@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -46,6 +47,11 @@ class Backend(Protocol):
 
     def said(self, location: Path | str, error: BaseException | None) -> str:
         """The driver's message in one line (a URL's passwords masked in it)."""
+        ...
+
+    def dbapi_connection(self, engine: Engine) -> AbstractContextManager[Connection]:
+        """A pooled DBAPI connection of the engine's, sqlite3's or psycopg's, which execute
+        alike: for what SQLAlchemy cannot say (FTS5, PRAGMAs) or says too slowly."""
         ...
 
     def is_read_only(self, engine: Engine) -> bool:

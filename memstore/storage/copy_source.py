@@ -16,7 +16,6 @@ from memstore.errors import CopyRefused, HistoryTampered, NoDatabase
 from memstore.storage import chain
 from memstore.storage.backend import backend_at, backend_of
 from memstore.storage.dbapi import BUSY_TIMEOUT_MS, Connection
-from memstore.storage.engine import dbapi_connection
 from memstore.storage.models import (
     memory_event_table,
     memory_purge_table,
@@ -71,7 +70,7 @@ def file_revision(path: Path) -> str | None:
 
 def read_source(source: MemoryStore, *, force: bool = False) -> SourceRows:
     """Every row to copy, read in one snapshot, and the source's chain verified in it."""
-    with dbapi_connection(source.engine) as connection:
+    with source.backend.dbapi_connection(source.engine) as connection:
         backend = backend_of(connection)
         backend.begin_snapshot(connection)
         try:

@@ -15,7 +15,6 @@ from sqlalchemy import Engine, Select, column, literal_column, select, table
 from memstore.errors import RunNotFound
 from memstore.storage import chain
 from memstore.storage.backend import backend_of_sql
-from memstore.storage.engine import dbapi_connection
 from memstore.storage.models import MemoryEvent, Run, memory_event_table, run_table
 
 _EVENTS = memory_event_table.c
@@ -137,7 +136,8 @@ class History:
 
     def verify(self) -> chain.ChainReport:
         """Recompute the history's hash chain; HistoryTampered says where it breaks."""
-        with dbapi_connection(self.engine) as connection:
+        backend = backend_of_sql(self.engine)
+        with backend.dbapi_connection(self.engine) as connection:
             return chain.verify(connection)
 
     def _events(self, query: Select[Any]) -> list[MemoryEvent]:

@@ -20,7 +20,7 @@ from memstore.settings import database_location
 from memstore.storage.backend import backend_at
 from memstore.storage.chain import ChainReport
 from memstore.storage.dbapi import Connection
-from memstore.storage.engine import dbapi_connection, writer
+from memstore.storage.engine import writer
 from memstore.storage.fields import LIVE_SQL
 from memstore.storage.history import History
 from memstore.storage.models import (
@@ -333,7 +333,7 @@ class MemoryStore:
 
     def _dbapi(self) -> AbstractContextManager[Connection]:
         """The DBAPI connection, sqlite3's or psycopg's: for the reads both run alike."""
-        return dbapi_connection(self.engine)
+        return self.backend.dbapi_connection(self.engine)
 
     @read_again_once
     def summaries(self, type: str | None = None) -> list[MemorySummary]:

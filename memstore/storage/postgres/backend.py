@@ -5,6 +5,7 @@ when a connection is made."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,11 @@ class PostgresBackend:
 
     def said(self, location: Path | str, error: BaseException | None) -> str:
         return driver_message(str(location), error)
+
+    def dbapi_connection(self, engine: Engine) -> AbstractContextManager[Connection]:
+        from memstore.storage.postgres.engine import server_connection
+
+        return server_connection(engine)
 
     def is_read_only(self, engine: Engine) -> bool:
         """Never: a role's privileges refuse what it may not write, each write alone."""

@@ -4,8 +4,8 @@ one BEGIN for a snapshot."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -38,8 +38,15 @@ class SQLiteBackend:
     def said(self, location: Path | str, error: BaseException | None) -> str:
         return first_line(error)
 
+    def dbapi_connection(self, engine: Engine) -> AbstractContextManager[Connection]:
+        from memstore.storage.sqlite.engine import file_connection
+
+        return file_connection(engine)
+
     def is_read_only(self, engine: Engine) -> bool:
-        with _pooled(engine) as connection:
+        from memstore.storage.sqlite.engine import file_connection
+
+        with file_connection(engine) as connection:
             return bool(connection.execute("PRAGMA query_only").fetchone()[0])
 
     def query(
@@ -93,7 +100,9 @@ class SQLiteBackend:
         connection.exec_driver_sql("INSERT INTO memory_fts (memory_fts) VALUES ('optimize')")
 
     def fold_log(self, engine: Engine) -> None:
-        with _pooled(engine) as connection:
+        from memstore.storage.sqlite.engine import file_connection
+
+        with file_connection(engine) as connection:
             connection.execute("PRAGMA secure_delete = OFF")
             # Old page images in the write-ahead log still hold the text: fold the log into
             # the database and empty it (readers still running may delay that).
@@ -108,7 +117,9 @@ class SQLiteBackend:
         *,
         wait_ms: int,
     ) -> None:
-        with _pooled(engine) as connection:
+        from memstore.storage.sqlite.engine import file_connection
+
+        with file_connection(engine) as connection:
             connection.execute(f"PRAGMA busy_timeout = {int(wait_ms)}")
             try:
                 connection.execute("BEGIN IMMEDIATE")
@@ -149,14 +160,3 @@ class SQLiteBackend:
 
 
 SQLITE = SQLiteBackend()
-
-
-@contextmanager
-def _pooled(engine: Engine) -> Iterator[sqlite3.Connection]:
-    """A pooled sqlite3 connection of the engine's (storage.engine.dbapi_connection, which
-    this module cannot import: it chooses a backend)."""
-    pooled = engine.raw_connection()
-    try:
-        yield cast(sqlite3.Connection, pooled.driver_connection)
-    finally:
-        pooled.close()  # back to the pool (which rolls back what a read left open)

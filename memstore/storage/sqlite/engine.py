@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import Connection as SQLConnection
 from sqlalchemy import Engine, Table, create_engine, event
@@ -25,9 +26,9 @@ from memstore.errors import (
     StoreUnavailable,
 )
 from memstore.storage.dbapi import BUSY_TIMEOUT_MS
-from memstore.storage.engine import stored_revision, to_json, writer
+from memstore.storage.engine import to_json, writer
 from memstore.storage.query import ReadOnlyQuery, query_failed
-from memstore.storage.revision import check_revision
+from memstore.storage.revision import check_revision, recorded_revision
 from memstore.storage.schema_version import SCHEMA_HEAD
 from memstore.storage.sqlite.reader import connect_read_only, has_table, register_functions
 from memstore.storage.workspace import create_private_file, ensure_gitignore
@@ -90,7 +91,7 @@ def open_database(path: Path, *, create: bool = True) -> Engine:
                 created = create_private_file(path) or created
             engine = create_sqlite_engine(path)
             # Comparing against SCHEMA_HEAD lets an up-to-date database open without Alembic.
-            if stored_revision(engine, has_table) != SCHEMA_HEAD:
+            if _stored_revision(engine) != SCHEMA_HEAD:
                 from memstore.storage.migrate import upgrade_to_head  # imports Alembic
 
                 upgrade_to_head(writer(engine), str(path))
@@ -159,7 +160,7 @@ def _open_read_only(path: Path) -> Engine:
     )
     event.listen(engine, "begin", _begin)
     try:
-        revision = stored_revision(engine, has_table)
+        revision = _stored_revision(engine)
     except BaseException as error:
         engine.dispose()
         translated = database_error(path, error)
@@ -174,6 +175,23 @@ def _open_read_only(path: Path) -> Engine:
         engine.dispose()
         raise
     return engine
+
+
+@contextmanager
+def file_connection(engine: Engine) -> Iterator[sqlite3.Connection]:
+    """A pooled sqlite3 connection (Backend.dbapi_connection), for what SQLAlchemy cannot
+    say (FTS5 queries, PRAGMAs) or says too slowly (a hot single statement, whose per-call
+    overhead was most of its latency)."""
+    pooled = engine.raw_connection()
+    try:
+        yield cast(sqlite3.Connection, pooled.driver_connection)
+    finally:
+        pooled.close()  # back to the pool (which rolls back what a read left open)
+
+
+def _stored_revision(engine: Engine) -> str | None:
+    with file_connection(engine) as connection:
+        return recorded_revision(connection, has_table)
 
 
 # SQLite's limit of bound parameters per statement is 32,766.
