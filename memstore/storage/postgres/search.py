@@ -377,7 +377,7 @@ def ranked_matches(
     any_term: bool,
 ) -> list[tuple[Any, ...]]:
     """Rows of live memories matching `terms` (of `type`, when given), best first, each
-    followed by its score as search.ranked_matches gives it (lower is better): the
+    followed by its score as sqlite/search.ranked_matches gives it (lower is better): the
     memories' rows come with their scores."""
     rows = bm25(connection, terms, limit, any_term=any_term, type=type, columns=columns)
     return [(*row[1:-1], -row[-1]) for row in rows]
