@@ -64,6 +64,11 @@ class Backend(Protocol):
         """`memctl sql`: the user's SQL on a connection of its own that cannot write."""
         ...
 
+    def in_project_namespace(self, location: str, setting: str | None, root: Path) -> str:
+        """A server's URL naming the project namespace its workspace (at `root`) uses: the
+        URL's own, else `setting`, else the workspace's git remote (postgres/namespace.py)."""
+        ...
+
     def connect_reader(self, location: Path | str, *, busy_timeout_ms: int) -> Connection:
         """A DBAPI connection that cannot write, without SQLAlchemy (a SQLite file waits up
         to `busy_timeout_ms` for a writer)."""

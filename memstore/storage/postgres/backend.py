@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from memstore.errors import StoreUnavailable
 from memstore.storage.dbapi import Connection
 from memstore.storage.postgres import search
+from memstore.storage.postgres.namespace import resolve
 from memstore.storage.postgres.reader import connect_reader, has_table
 from memstore.storage.postgres.server import driver_message, shown_url
 from memstore.storage.records import MemoryRecord
@@ -54,6 +55,9 @@ class PostgresBackend:
         from memstore.storage.postgres.engine import ServerQuery
 
         return ServerQuery(str(location), sql, timeout=timeout, max_rows=max_rows)
+
+    def in_project_namespace(self, location: str, setting: str | None, root: Path) -> str:
+        return resolve(location, setting, root)[0]
 
     def connect_reader(self, location: Path | str, *, busy_timeout_ms: int) -> Connection:
         return connect_reader(str(location))

@@ -56,6 +56,10 @@ class SQLiteBackend:
 
         return FileQuery(Path(location), sql, timeout=timeout, max_rows=max_rows)
 
+    def in_project_namespace(self, location: str, setting: str | None, root: Path) -> str:
+        """The location itself: a file is its project's already."""
+        return location
+
     def connect_reader(self, location: Path | str, *, busy_timeout_ms: int) -> Connection:
         """The file must exist (NoDatabase: nothing is created); reading leaves no file."""
         file = Path(location)

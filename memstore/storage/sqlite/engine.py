@@ -27,11 +27,11 @@ from memstore.errors import (
 )
 from memstore.storage.dbapi import BUSY_TIMEOUT_MS
 from memstore.storage.engine import to_json, writer
+from memstore.storage.memory_folder import create_private_file, ensure_gitignore
 from memstore.storage.query import ReadOnlyQuery, query_failed
 from memstore.storage.revision import check_revision, recorded_revision
 from memstore.storage.schema_version import SCHEMA_HEAD
 from memstore.storage.sqlite.reader import connect_read_only, has_table, register_functions
-from memstore.storage.workspace import create_private_file, ensure_gitignore
 
 
 def _configure_connection(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
@@ -70,7 +70,7 @@ def open_database(path: Path, *, create: bool = True) -> Engine:
     """An engine on an up-to-date database, creating or migrating it as needed.
 
     A new database file is created 0600 (its -wal and -shm files take its mode), and a
-    database in a `.memory/` folder is kept out of git (workspace.ensure_gitignore).
+    database in a `.memory/` folder is kept out of git (memory_folder.ensure_gitignore).
 
     With create=False (the commands that only read) the database must exist: NoDatabase
     otherwise, and nothing is created. When its file or folder cannot be written (a
