@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from memstore.storage.dbapi import Connection
-from memstore.storage.postgres.backend import POSTGRES
 from memstore.storage.records import MemoryRecord
 from memstore.storage.sqlite.backend import SQLITE
 
@@ -156,14 +155,21 @@ class Backend(Protocol):
 
 def backend_at(location: Path | str) -> Backend:
     """The backend of a store at `location`: a Path is a SQLite file, a str a server's URL."""
-    return POSTGRES if isinstance(location, str) else SQLITE
+    return _postgres() if isinstance(location, str) else SQLITE
 
 
 def backend_of(connection: Connection) -> Backend:
     """The backend of a DBAPI connection: sqlite3's, or psycopg's."""
-    return SQLITE if isinstance(connection, sqlite3.Connection) else POSTGRES
+    return SQLITE if isinstance(connection, sqlite3.Connection) else _postgres()
 
 
 def backend_of_sql(connectable: SQLConnection | Engine) -> Backend:
     """The backend of a SQLAlchemy connection or engine, by its dialect."""
-    return POSTGRES if connectable.dialect.name == "postgresql" else SQLITE
+    return _postgres() if connectable.dialect.name == "postgresql" else SQLITE
+
+
+def _postgres() -> Backend:
+    # Imported when a server is first met: reading a file (`memctl hook`) needs none of it.
+    from memstore.storage.postgres.backend import POSTGRES
+
+    return POSTGRES

@@ -21,7 +21,6 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
-from memstore.storage.backend import backend_at
 from memstore.storage.memory_folder import DATABASE_NAME, MEMORY_FOLDER
 
 # How the workspace was chosen, as `memctl path` says it.
@@ -92,6 +91,8 @@ def locate(
 
         given = database_location(given)  # a str as typed: a path, a server's URL, or refused
     if isinstance(given, str):
+        from memstore.storage.backend import backend_at  # only a URL needs it
+
         return backend_at(given).in_project_namespace(given, namespace, found.root), found
     database = Path(os.path.abspath(given))
     return database, workspace_of_database(database) or found

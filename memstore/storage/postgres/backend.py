@@ -1,6 +1,7 @@
 """PostgreSQL as storage.backend.Backend: tsvector search indexed by the writer, the
-information schema, a repeatable-read transaction for a snapshot. psycopg is imported only
-when a connection is made."""
+information schema, a repeatable-read transaction for a snapshot. Its modules are imported
+when a server's store first needs them: reading a SQLite file (`memctl hook`) imports none,
+and psycopg is imported only when a connection is made."""
 
 from __future__ import annotations
 
@@ -11,10 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from memstore.errors import StoreUnavailable
 from memstore.storage.dbapi import Connection
-from memstore.storage.postgres import search
-from memstore.storage.postgres.namespace import resolve
-from memstore.storage.postgres.reader import connect_reader, has_table
-from memstore.storage.postgres.server import driver_message, shown_url
 from memstore.storage.records import MemoryRecord
 
 if TYPE_CHECKING:
@@ -35,9 +32,13 @@ class PostgresBackend:
         return open_postgres(str(location), create=create)
 
     def shown(self, location: Path | str) -> str:
+        from memstore.settings import shown_url
+
         return shown_url(str(location))
 
     def said(self, location: Path | str, error: BaseException | None) -> str:
+        from memstore.storage.postgres.server import driver_message
+
         return driver_message(str(location), error)
 
     def dbapi_connection(self, engine: Engine) -> AbstractContextManager[Connection]:
@@ -57,12 +58,18 @@ class PostgresBackend:
         return ServerQuery(str(location), sql, timeout=timeout, max_rows=max_rows)
 
     def in_project_namespace(self, location: str, setting: str | None, root: Path) -> str:
+        from memstore.storage.postgres.namespace import resolve
+
         return resolve(location, setting, root)[0]
 
     def connect_reader(self, location: Path | str, *, busy_timeout_ms: int) -> Connection:
+        from memstore.storage.postgres.reader import connect_reader
+
         return connect_reader(str(location))
 
     def has_table(self, connection: Connection, table: str) -> bool:
+        from memstore.storage.postgres.reader import has_table
+
         return has_table(connection, table)
 
     def stored_columns(self, connection: Connection, table: str) -> set[str]:
@@ -74,6 +81,8 @@ class PostgresBackend:
         return {row[0] for row in rows}
 
     def rank_ids(self, connection: Connection, terms: list[str], limit: int) -> dict[int, float]:
+        from memstore.storage.postgres import search
+
         return search.ranked_ids(connection, terms, limit)
 
     def ranked_matches(
@@ -86,9 +95,13 @@ class PostgresBackend:
         *,
         any_term: bool,
     ) -> list[tuple[Any, ...]]:
+        from memstore.storage.postgres import search
+
         return search.ranked_matches(connection, columns, terms, limit, type, any_term=any_term)
 
     def index(self, connection: SQLConnection, memories: Iterable[MemoryRecord]) -> None:
+        from memstore.storage.postgres import search
+
         search.index(connection, memories)
 
     def erase_freed_space(self, connection: SQLConnection) -> None:
