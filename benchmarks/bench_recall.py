@@ -37,8 +37,9 @@ from memstore.recall.fusion import offline_recall
 from memstore.recall.keyword import keyword_recall
 from memstore.recall.model_files import MODEL_NAME
 from memstore.recall.vectors import SemanticIndex, SemanticModel
-from memstore.storage import search
-from memstore.storage.search import is_content_term, search_terms
+from memstore.storage import search_terms as search
+from memstore.storage.search_terms import is_content_term, search_terms
+from memstore.storage.sqlite import search as fts_search
 from memstore.storage.store import MemoryStore
 
 # The sets beside the checkout (../shared/eval) and those of this repository (benchmarks/eval).
@@ -485,9 +486,9 @@ def han_segmentation(split: Callable[[str], str]) -> contextlib.AbstractContextM
 
 
 def bm25_weights(weights: tuple[float, ...]) -> contextlib.AbstractContextManager[None]:
-    ranked = search._RANKED.replace(", ".join(str(w) for w in search.BM25_WEIGHTS),
+    ranked = fts_search._RANKED.replace(", ".join(str(w) for w in search.BM25_WEIGHTS),
                                     ", ".join(str(w) for w in weights))  # fmt: skip
-    return patched((search, "_RANKED", ranked))
+    return patched((fts_search, "_RANKED", ranked))
 
 
 def no_equivalents(text: str, wanted: list[terms.Term]) -> tuple[list[terms.Term], list[str]]:

@@ -26,7 +26,8 @@ from pathlib import Path
 
 from memstore.files.exporter import export_memories
 from memstore.files.importer import import_memories
-from memstore.storage.search import match_expression, query_terms
+from memstore.storage.search_terms import query_terms
+from memstore.storage.sqlite.search import match_expression
 from memstore.storage.store import MemoryStore
 
 TYPES = ("user", "feedback", "project", "reference")

@@ -63,7 +63,7 @@ class Settings:
     db_typed: str | None
     db_variable: str
     ceiling_directories: frozenset[Path]
-    # On a server, the project namespace (storage/namespace.py); None: the workspace's.
+    # On a server, the project namespace (storage/postgres/namespace.py); None: the workspace's
     namespace: str | None
     model: str
     small_model: str

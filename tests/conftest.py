@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import memstore
-from memstore.storage.namespace import with_namespace
-from memstore.storage.reader import register_functions
-from memstore.storage.server import server_target
+from memstore.storage.postgres.namespace import with_namespace
+from memstore.storage.postgres.server import server_target
+from memstore.storage.sqlite.reader import register_functions
 from memstore.storage.store import MemoryStore
 from tests.anthropic_server import AnthropicServer, serve
 from tests.in_process import run_memctl_in_process

@@ -40,6 +40,15 @@ FACES = {"memstore", "memstore.store", "memstore.exporter", "memstore.importer"}
 # is gone (take it off this list) and when a new one appears (fix the import instead).
 KNOWN_VIOLATIONS: set[str] = set()
 
+# storage/ is a core above two engines: storage/sqlite/ and storage/postgres/ implement one
+# interface (storage/backend.py's Backend), and only the module that chooses one imports them.
+# Neither engine imports the other.
+ENGINES = ("memstore.storage.sqlite", "memstore.storage.postgres")
+CHOOSER = "memstore.storage.backend"
+# Core modules that still reach an engine directly, with why. The test fails when one of them
+# no longer does (take it off) and when another starts (go through the Backend instead).
+KNOWN_ENGINE_IMPORTS: set[str] = set()
+
 # The house limit on a module's length.
 MAX_LINES = 450
 # Library modules over it, to be split (none today). The test fails when one of them gets
@@ -204,7 +213,32 @@ def _cycle_in(group: list[str], graph: dict[str, set[str]]) -> list[str]:
 def test_the_layers_are_found() -> None:
     """The walk sees the installed package: a wrong root would pass every other test."""
     assert {"memstore.storage.store", "memstore.llm.client", "memctl.app"} <= set(MODULES)
-    assert "memstore.storage.engine" in GRAPH["memstore.storage.store"]
+    assert "memstore.storage.backend" in GRAPH["memstore.storage.store"]
+
+
+def _engine(module: str) -> str | None:
+    return next((e for e in ENGINES if module == e or module.startswith(e + ".")), None)
+
+
+def engine_imports() -> Iterator[str]:
+    """Core storage modules (the chooser aside) importing an engine; an engine the other."""
+    for module, targets in GRAPH.items():
+        if not module.startswith("memstore.storage.") or module == CHOOSER:
+            continue
+        for target in sorted(t for t in targets if _engine(t) is not None):
+            if _engine(module) is None or _engine(module) != _engine(target):
+                yield f"{module} imports {target}"
+
+
+def test_the_storage_core_reaches_the_engines_through_the_backend() -> None:
+    found = set(engine_imports())
+    new = sorted(found - KNOWN_ENGINE_IMPORTS)
+    gone = sorted(KNOWN_ENGINE_IMPORTS - found)
+    assert not new, "go through storage.backend.Backend instead:\n" + "\n".join(new)
+    assert not gone, "fixed, so take them off KNOWN_ENGINE_IMPORTS:\n" + "\n".join(gone)
+    assert {f"{CHOOSER} imports {e}.backend" for e in ENGINES} <= {
+        f"{CHOOSER} imports {t}" for t in GRAPH[CHOOSER]
+    }
 
 
 def test_imports_point_down_and_close_no_cycle() -> None:

@@ -23,7 +23,7 @@ from memstore.learning.consolidate import ConsolidationPlan, Merge, apply_plan
 from memstore.learning.proposal import ProposedMemory
 from memstore.recall.turn import recall
 from memstore.storage.copy import copy_store
-from memstore.storage.postgres import grant_application_role
+from memstore.storage.postgres.engine import grant_application_role
 from memstore.storage.store import MemoryStore
 from memstore.storage.undo import undo_run
 from tests.conftest import TEMPLATE_DATABASE, MemctlRunner, raw_sql

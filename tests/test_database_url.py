@@ -14,8 +14,8 @@ import pytest
 from memstore.errors import InvalidSettings, StoreUnavailable
 from memstore.integrations.claude_hook import respond
 from memstore.settings import Settings, checked_url, database_location, shown_url
+from memstore.storage.postgres.server import scrubbed
 from memstore.storage.reader import StoreReader
-from memstore.storage.server import scrubbed
 from memstore.storage.store import MemoryStore
 from tests.conftest import MemctlRunner
 

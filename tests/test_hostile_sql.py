@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from memstore.storage.engine import FETCH_ROWS
+from memstore.storage.query import FETCH_ROWS
 from memstore.storage.store import MemoryStore
 from tests.conftest import MemctlRunner, raw_sql
 from tests.read_only_mount import memctl_read_only, skip_without_read_only_mounts

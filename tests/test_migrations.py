@@ -21,11 +21,12 @@ from sqlalchemy import Engine
 from sqlmodel import SQLModel
 
 from memstore.errors import SchemaTooNew
-from memstore.storage import chain, pg_search
-from memstore.storage.engine import create_sqlite_engine
+from memstore.storage import chain
 from memstore.storage.migrate import alembic_config, migrations_path, script_head
-from memstore.storage.postgres import create_postgres_engine
+from memstore.storage.postgres import search as pg_search
+from memstore.storage.postgres.engine import create_postgres_engine
 from memstore.storage.schema_version import SCHEMA_HEAD, VERSION_TABLE
+from memstore.storage.sqlite.engine import create_sqlite_engine
 from memstore.storage.store import MemoryStore
 from tests.conftest import MemctlRunner
 
@@ -210,14 +211,14 @@ def test_the_import_check_sees_every_kind_of_import() -> None:
     source = (
         "import memstore.storage.chain\n"
         "def upgrade():\n"
-        "    from memstore.storage.pg_search import COLUMN_WEIGHTS\n"
+        "    from memstore.storage.postgres.search import COLUMN_WEIGHTS\n"
         "    from . import helper\n"
         "    importlib.import_module('memstore.storage.reader')\n"
         "import sqlalchemy, memstore_other\n"
     )
     assert memstore_imports(source) == [
         "memstore.storage.chain",
-        "memstore.storage.pg_search",
+        "memstore.storage.postgres.search",
         ".",
         "memstore.storage.reader",
     ]

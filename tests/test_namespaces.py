@@ -1,4 +1,4 @@
-"""Project namespaces on one PostgreSQL server (storage/namespace.py, docs/postgresql.md
+"""Project namespaces on one PostgreSQL server (storage/postgres/namespace.py, docs/postgresql.md
 "Projects"): each project's store is a schema of its own, chosen by the URL's namespace=,
 else MEMSTORE_NAMESPACE, else the workspace's git remote; a workspace sees its own only."""
 
@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from memstore.errors import InvalidSettings, StoreUnavailable
-from memstore.storage.namespace import (
+from memstore.storage.postgres.engine import grant_application_role
+from memstore.storage.postgres.namespace import (
     checked_name,
     git_remote,
     remote_name,
@@ -23,7 +24,6 @@ from memstore.storage.namespace import (
     split_url,
     with_namespace,
 )
-from memstore.storage.postgres import grant_application_role
 from memstore.storage.run_lock import run_alone
 from memstore.storage.store import MemoryStore
 from memstore.storage.workspace import locate

@@ -32,10 +32,10 @@ from memstore.errors import (
 )
 from memstore.settings import Settings
 from memstore.storage.migrate import alembic_config
-from memstore.storage.postgres import create_postgres_engine, grant_application_role
+from memstore.storage.postgres.engine import create_postgres_engine, grant_application_role
 from memstore.storage.reader import StoreReader
 from memstore.storage.schema_version import VERSION_TABLE
-from memstore.storage.search import query_terms
+from memstore.storage.search_terms import query_terms
 from memstore.storage.store import MemoryStore
 from tests.conftest import MemctlRunner, database_errors, raw_sql
 from tests.postgres_cluster import Cluster

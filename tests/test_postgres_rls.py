@@ -30,7 +30,7 @@ from memstore.files.importer import import_memories
 from memstore.learning.consolidate import ConsolidationPlan, Merge, apply_plan
 from memstore.learning.proposal import ProposedMemory
 from memstore.recall.keyword import keyword_recall
-from memstore.storage.postgres import grant_application_role
+from memstore.storage.postgres.engine import grant_application_role
 from memstore.storage.store import MemoryStore
 from memstore.storage.undo import undo_run
 from tests.conftest import MemctlRunner, database_errors

@@ -223,10 +223,10 @@ def main() -> None:
         fail(str(error))
     except _database_errors() as error:  # e.g. corrupted pages met late
         if isinstance(State.db, str):
-            from memstore.storage.server import server_error
+            from memstore.storage.postgres.server import server_error
 
             fail(str(server_error(State.db, error)))
-        from memstore.storage.engine import database_error
+        from memstore.storage.sqlite.engine import database_error
 
         fail(str(database_error(State.db, error)))
     except KeyboardInterrupt:

@@ -40,8 +40,8 @@ from memstore.agent.tools import Workspace
 from memstore.errors import AgentFailed, InvalidMemory, MemstoreError
 from memstore.learning.remember import remember, split_type
 from memstore.recall.vectors import SemanticIndex
+from memstore.storage.memory_folder import LINE_HISTORY_FILE, MEMORY_FOLDER
 from memstore.storage.store import MemoryStore
-from memstore.storage.workspace import LINE_HISTORY_FILE, MEMORY_FOLDER
 
 HELP = """\
 /memory [NAME]     list the memories, or show one

@@ -19,7 +19,7 @@ from memstore.agent.compact import finite, json_line, open_private
 from memstore.errors import SessionNotFound
 from memstore.llm.client import Usage
 from memstore.llm.messages import Message
-from memstore.storage.workspace import SESSIONS_FOLDER
+from memstore.storage.memory_folder import SESSIONS_FOLDER
 
 USAGE_FILE = "usage.json"
 USAGE_FIELDS = {f.name for f in fields(Usage)}

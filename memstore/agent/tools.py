@@ -34,7 +34,7 @@ from memstore.agent.tool_calls import (
     valid_text,
     whole_number,
 )
-from memstore.storage.workspace import SESSIONS_FOLDER
+from memstore.storage.memory_folder import SESSIONS_FOLDER
 from memstore.text import cut_middle
 
 # How much of a write or an edit the approval summary shows.

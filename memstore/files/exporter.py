@@ -110,7 +110,7 @@ def _export_locked(
     with store.engine.connect() as connection:
         every = connection.execute(select(*summary_columns).where(LIVE)).all()
         records = load_records(connection, key, legacy_key(directory))
-        private = {} if personal or store.url is None else persons_own(every)
+        private = persons_own(every) if store.is_server and not personal else {}
         memories = [memory for memory in every if memory.id not in private]
         renamed = former_file_names(connection, memories, records)
     on_disk = markdown_files(directory)

@@ -37,8 +37,8 @@ from memstore.llm.messages import recent_user_text
 from memstore.recall.block import as_data, memories_block
 from memstore.recall.keyword import keyword_recall
 from memstore.settings import Settings
+from memstore.storage.postgres.server import server_error
 from memstore.storage.reader import StoreReader
-from memstore.storage.server import server_error
 from memstore.storage.workspace import locate
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ RECALL_LIMIT = 5
 CONTEXT_MAX_BYTES = 8_500
 MEMORY_MAX_BYTES = 2_048
 # The prompt waits for the hook: a locked database is waited for this long, far less than
-# other commands wait (reader.BUSY_TIMEOUT_MS).
+# other commands wait (dbapi.BUSY_TIMEOUT_MS).
 BUSY_TIMEOUT_MS = 500
 
 RECALL_HEADER = (

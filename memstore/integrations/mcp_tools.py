@@ -49,7 +49,7 @@ from memstore.recall.fusion import offline_recall
 from memstore.recall.turn import RecallPath
 from memstore.recall.vectors import SemanticIndex
 from memstore.storage.models import MemoryRecord, MemoryType
-from memstore.storage.search import search_terms
+from memstore.storage.search_terms import search_terms
 from memstore.storage.store import MemoryStore
 from memstore.storage.validation import (
     BODY_MAX_BYTES,

@@ -313,7 +313,7 @@ def apply_plan(
             sources = [tx.get(name) for name in merge.sources]
             result = merge.result
             kinds = {m.type == "user" for m in sources} | {result.type == "user"}
-            if store.url is not None and len(kinds) > 1:
+            if store.is_server and len(kinds) > 1:
                 # On a server a `user` memory is one person's: the team's must not absorb
                 # it, nor it the team's.
                 raise ConsolidationRefused(

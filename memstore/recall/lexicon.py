@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from memstore.recall.tokens import token_sequence, token_words
-from memstore.storage.search import segment
+from memstore.storage.search_terms import segment
 
 # An entry's equivalents are searched as extra terms; a long list would flood the query.
 MAX_ALTERNATIVES = 4

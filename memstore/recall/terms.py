@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from memstore.recall.lexicon import Equivalent, Expansion, lexicon
 from memstore.recall.tokens import index_tokens, token_sequence
-from memstore.storage.search import (
+from memstore.storage.search_terms import (
     ENGLISH_STOPWORDS,
     HAN_CHARACTERS,
     MAX_TERMS,

@@ -9,7 +9,7 @@ import re
 import sqlite3
 import threading
 
-from memstore.storage.search import segment
+from memstore.storage.search_terms import segment
 
 # The FTS5 tokenizer of memory_fts (migration 0002). Tokens are computed with the same one.
 TOKENIZE = "porter unicode61 remove_diacritics 2"

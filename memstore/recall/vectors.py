@@ -29,7 +29,7 @@ from memstore.errors import SemanticUnavailable, StoreUnavailable
 from memstore.recall.centring import Centre
 from memstore.recall.model_files import MODEL_NAME, missing_reason, model_folder
 from memstore.settings import SEMANTIC_VARIABLE, Settings
-from memstore.storage.reader import BUSY_TIMEOUT_MS
+from memstore.storage.dbapi import BUSY_TIMEOUT_MS
 
 if TYPE_CHECKING:
     import numpy as np

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from memstore.errors import HistoryTampered
-from memstore.storage.dbapi import is_sqlite
+from memstore.storage.backend import backend_of
 
 if TYPE_CHECKING:
     from memstore.storage.dbapi import Connection
@@ -181,7 +181,8 @@ def verify(connection: Connection) -> ChainReport:
     """Recompute the chain; HistoryTampered names the first event that does not match.
     On PostgreSQL a person verifies what they may see, linked through event_chain's hashes
     of what they may not (`unseen`)."""
-    report = (_verify_events if is_sqlite(connection) else _verify_through_hidden)(connection)
+    server = backend_of(connection).server
+    report = (_verify_through_hidden if server else _verify_events)(connection)
     # Every change of a memory bumps its version and writes one event: a memory whose
     # version disagrees with its events lost (or gained) events at the end of the chain.
     mismatch = connection.execute(

@@ -25,18 +25,15 @@ from typing import Any
 from sqlalchemy.exc import DBAPIError
 
 from memstore.errors import CopyRefused, StoreUnavailable
-from memstore.settings import database_location
+from memstore.settings import database_location, shown_url
 from memstore.storage.copy_source import read_source, row_dicts
 from memstore.storage.copy_target import (
     check_copied_chain,
-    check_role,
     refuse_non_empty,
-    refuse_non_owner,
-    see_every_row,
     write_rows,
 )
+from memstore.storage.dbapi import first_line
 from memstore.storage.schema_version import SCHEMA_HEAD
-from memstore.storage.server import first_line, shown_url
 from memstore.storage.store import MemoryStore
 
 ACTOR = "copy"
@@ -92,7 +89,7 @@ def copy_store(
     on a server, the role whose own the copied `user` memories become (default: the role
     copying); a server source keeps each memory's owner, and `owner` is refused with it."""
     started = time.monotonic()
-    if owner is not None and source.url is not None:
+    if owner is not None and source.is_server:
         raise CopyRefused(
             "copy: --owner is for a copy from a file: a server's memories keep theirs"
         )
@@ -133,11 +130,7 @@ def copy_store(
         with MemoryStore(target, actor=ACTOR, command=command, create=not dry_run) as store:
             report.target = store.location
             with store.transaction(actor=ACTOR, command=_command(command, source)) as tx:
-                if store.url is not None:
-                    refuse_non_owner(tx.connection)
-                    see_every_row(tx.connection)
-                    if owner is not None:
-                        check_role(tx.connection, owner)
+                store.backend.prepare_copy(tx.connection, owner)
                 refuse_non_empty(tx.connection, store.location)
                 if dry_run:
                     raise _DryRun

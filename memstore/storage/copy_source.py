@@ -12,10 +12,10 @@ from typing import Any
 
 from sqlalchemy import JSON, Table
 
-from memstore.errors import CopyRefused, HistoryTampered
+from memstore.errors import CopyRefused, HistoryTampered, NoDatabase
 from memstore.storage import chain
-from memstore.storage.dbapi import Connection, is_sqlite
-from memstore.storage.engine import dbapi_connection
+from memstore.storage.backend import backend_at, backend_of
+from memstore.storage.dbapi import BUSY_TIMEOUT_MS, Connection
 from memstore.storage.models import (
     memory_event_table,
     memory_purge_table,
@@ -23,7 +23,7 @@ from memstore.storage.models import (
     memory_vector_table,
     run_table,
 )
-from memstore.storage.reader import connect_read_only, schema_revision
+from memstore.storage.reader import schema_revision
 from memstore.storage.store import MemoryStore
 
 # In the order their foreign keys need; exported_file stays behind (per-machine state), the
@@ -57,8 +57,8 @@ def file_revision(path: Path) -> str | None:
     """The schema revision a database file is at, read without changing it (None when it
     has none, or cannot be read: opening it will say why)."""
     try:
-        connection = connect_read_only(Path(path))
-    except sqlite3.Error:
+        connection = backend_at(Path(path)).connect_reader(path, busy_timeout_ms=BUSY_TIMEOUT_MS)
+    except (sqlite3.Error, NoDatabase):
         return None
     try:
         return schema_revision(connection)
@@ -70,11 +70,9 @@ def file_revision(path: Path) -> str | None:
 
 def read_source(source: MemoryStore, *, force: bool = False) -> SourceRows:
     """Every row to copy, read in one snapshot, and the source's chain verified in it."""
-    with dbapi_connection(source.engine) as connection:
-        if is_sqlite(connection):
-            connection.execute("BEGIN")
-        else:
-            connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+    with source.backend.dbapi_connection(source.engine) as connection:
+        backend = backend_of(connection)
+        backend.begin_snapshot(connection)
         try:
             head: str | None = None
             unverified = None
@@ -107,10 +105,7 @@ def read_source(source: MemoryStore, *, force: bool = False) -> SourceRows:
                 columns[table.name] = names
                 rows[table.name] = _read(connection, table, names)
         finally:
-            if is_sqlite(connection):
-                connection.execute("ROLLBACK")
-            else:
-                connection.rollback()  # type: ignore[attr-defined]
+            backend.end_snapshot(connection)
     return SourceRows(columns, rows, head, unverified)
 
 
@@ -130,14 +125,7 @@ def _read(connection: Connection, table: Table, names: list[str]) -> list[tuple[
 def stored_columns(connection: Connection, table: str) -> set[str]:
     """The columns `table` has in this database (a newer revision may have more than the
     other engine's)."""
-    if is_sqlite(connection):
-        return {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
-    rows = connection.execute(
-        "SELECT column_name FROM information_schema.columns"
-        " WHERE table_schema = current_schema() AND table_name = %s",
-        (table,),
-    )
-    return {row[0] for row in rows}
+    return backend_of(connection).stored_columns(connection, table)
 
 
 def _json_columns(table: Table) -> set[str]:

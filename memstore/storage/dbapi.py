@@ -1,10 +1,12 @@
 """The DBAPI connection the hot reads run on, on either engine: sqlite3's or psycopg 3's, which
-execute alike; only their parameter marks differ."""
+execute alike; only their parameter marks differ (backend.Backend.mark)."""
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any, Protocol
+
+# How long a SQLite reader or writer waits for another writer's lock.
+BUSY_TIMEOUT_MS = 15_000
 
 
 class Connection(Protocol):
@@ -15,10 +17,7 @@ class Connection(Protocol):
     def close(self) -> None: ...
 
 
-def is_sqlite(connection: Connection) -> bool:
-    return isinstance(connection, sqlite3.Connection)
-
-
-def mark(connection: Connection) -> str:
-    """The DBAPI's parameter mark: sqlite3's qmark, psycopg's format."""
-    return "?" if is_sqlite(connection) else "%s"
+def first_line(error: BaseException | None) -> str:
+    """A driver's message in one line (psycopg's have a DETAIL and a CONTEXT below it)."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

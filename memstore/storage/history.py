@@ -14,7 +14,7 @@ from sqlalchemy import Engine, Select, column, literal_column, select, table
 
 from memstore.errors import RunNotFound
 from memstore.storage import chain
-from memstore.storage.engine import dbapi_connection
+from memstore.storage.backend import backend_of_sql
 from memstore.storage.models import MemoryEvent, Run, memory_event_table, run_table
 
 _EVENTS = memory_event_table.c
@@ -72,7 +72,7 @@ class History:
     def hidden_events(self, run_id: str) -> int:
         """How many events of the run this connection cannot see: on a server, those of
         other people's own memories (event_chain counts every event); 0 on SQLite."""
-        if self.engine.dialect.name != "postgresql":
+        if not backend_of_sql(self.engine).server:
             return 0
         with self.engine.connect() as connection:
             return int(
@@ -136,7 +136,8 @@ class History:
 
     def verify(self) -> chain.ChainReport:
         """Recompute the history's hash chain; HistoryTampered says where it breaks."""
-        with dbapi_connection(self.engine) as connection:
+        backend = backend_of_sql(self.engine)
+        with backend.dbapi_connection(self.engine) as connection:
             return chain.verify(connection)
 
     def _events(self, query: Select[Any]) -> list[MemoryEvent]:

@@ -14,7 +14,8 @@ from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
 from memstore.errors import RunNotFound
-from memstore.storage.dbapi import Connection, is_sqlite, mark
+from memstore.storage.backend import backend_of
+from memstore.storage.dbapi import Connection
 
 # SQLite limits the number of bound parameters in one statement.
 _IDS_PER_QUERY = 500
@@ -134,9 +135,8 @@ class HistoryReader:
 
     def __init__(self, connection: Connection) -> None:
         self._connection = connection
-        self._mark = mark(connection)
-        # SQLite keeps JSON as text; psycopg hands it out parsed.
-        self._json_as_text = is_sqlite(connection)
+        self._mark = backend_of(connection).mark
+        self._json_as_text = backend_of(connection).json_as_text
 
     def events(self, name: str | None = None, limit: int | None = None) -> list[EventRecord]:
         query, parameters = _SELECT_EVENTS, list[Any]()

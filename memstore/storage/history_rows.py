@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import ColumnElement, Connection, insert, literal_column, select
 
 from memstore.storage import chain, who
+from memstore.storage.backend import backend_of_sql
 from memstore.storage.engine import to_json
 from memstore.storage.models import Operation, memory_event_table, run_table
 
@@ -34,13 +35,13 @@ def write_run(
     host as stored (the chain covers them) and, on a server when asked, the id and hash of
     the chain's last event, read by the same statement (event_chain: every event's, even
     those this role cannot see)."""
-    on_postgres = connection.dialect.name == "postgresql"
+    on_server = backend_of_sql(connection).server
     row = {**run, "host": who.host()}
     # PostgreSQL's trigger sets the connecting role; SQLite has none: the OS user.
-    if not on_postgres:
+    if not on_server:
         row["identity"] = who.os_user()
     returned: list[ColumnElement[Any]] = [run_table.c.identity, run_table.c.host]
-    if with_last_event and on_postgres:
+    if with_last_event and on_server:
         returned += [
             literal_column(f"({_LAST_CHAINED.format(column)})") for column in ("id", "hash")
         ]

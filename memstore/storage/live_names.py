@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, select
 
+from memstore.storage.backend import backend_of_sql
 from memstore.storage.models import LIVE, memory_table
 
 # A transaction asking for more names than this reads all live names at once (an import),
@@ -33,7 +34,7 @@ class LiveNames:
         self._connection = connection
         self._known: dict[str, int | None] = {}  # None: no live memory has that name
         self._all = False
-        self._server = connection.dialect.name == "postgresql"
+        self._server = backend_of_sql(connection).server
         self._unprobed: set[str] = set()
 
     def get(self, name: str) -> int | None:

@@ -24,6 +24,7 @@ from sqlalchemy import (
 )
 
 from memstore.storage import chain
+from memstore.storage.backend import Backend, backend_of_sql
 from memstore.storage.engine import to_json
 from memstore.storage.models import (
     MemoryRecord,
@@ -48,7 +49,7 @@ def erase_purged(
     `purging_run`: its run), after its delete events are written (the triggers let an
     event's values become a marker only for a memory recorded in memory_purge)."""
     execute = connection.execute
-    on_postgres = connection.dialect.name == "postgresql"
+    backend = backend_of_sql(connection)
     for memory_id in purged:
         events = execute(
             select(
@@ -70,9 +71,7 @@ def erase_purged(
         execute(
             update(memory_event_table)
             .where(_EVENTS.id == bindparam("b_id"))
-            .values(
-                old_value=_marker(on_postgres, "b_old"), new_value=_marker(on_postgres, "b_new")
-            ),
+            .values(old_value=_marker(backend, "b_old"), new_value=_marker(backend, "b_new")),
             [
                 {"b_id": event_id, "b_old": _purged_or_none(old), "b_new": _purged_or_none(new)}
                 for event_id, old, new, _ in events
@@ -94,17 +93,15 @@ def erase_purged(
             .values(description=marker, body=marker, extra={})
         )
         execute(delete(memory_vector_table).where(memory_vector_table.c.memory_id == memory_id))
-    if purged and not on_postgres:
-        # The full-text index keeps a deleted text's words until its segments merge
-        # (FTS5's own command, which only SQL can say).
-        connection.exec_driver_sql("INSERT INTO memory_fts (memory_fts) VALUES ('optimize')")
+    if purged:
+        backend.drop_erased_words(connection)
 
 
-def _marker(on_postgres: bool, name: str) -> ColumnElement[Any]:
+def _marker(backend: Backend, name: str) -> ColumnElement[Any]:
     """A purge marker's JSON text, written as it is (not serialised again); PostgreSQL
     takes text into a JSON column only by a cast."""
     value = bindparam(name, type_=Text)
-    return cast(value, JSON) if on_postgres else value
+    return value if backend.json_as_text else cast(value, JSON)
 
 
 def is_purged(connection: Connection, memory_id: int) -> bool:

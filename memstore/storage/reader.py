@@ -1,97 +1,33 @@
-"""Reading a memstore database on its DBAPI connection, without SQLAlchemy: the read-only
-SQLite connection (`memctl sql` and a database that cannot be written use it too), the reads
+"""Reading a memstore database on its DBAPI connection, without SQLAlchemy: the reads
 MemoryStore and StoreReader share, on sqlite3 or psycopg alike (only the parameter marks and
-the full-text search differ), and StoreReader, the few reads `memctl hook` makes before every
+the full-text search differ; the read-only connections are sqlite/reader.py's and
+postgres/server.py's), and StoreReader, the few reads `memctl hook` makes before every
 prompt (keyword recall's, and the index's), where importing the ORM would cost most of its time.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from memstore.errors import NoDatabase, SchemaTooNew, StoreUnavailable
 from memstore.settings import database_location
-from memstore.storage.dbapi import Connection, is_sqlite, mark
+from memstore.storage.backend import backend_at, backend_of
+from memstore.storage.dbapi import BUSY_TIMEOUT_MS, Connection
 from memstore.storage.fields import JSON_COLUMNS, LIVE_SQL
 from memstore.storage.records import RECORD_COLUMNS, MemoryRecord, MemorySummary
-from memstore.storage.schema_version import SCHEMA_HEAD, VERSION_TABLE
-from memstore.storage.search import match_expression, ranked_ids, ranked_matches, segment
+from memstore.storage.revision import check_revision, recorded_revision
 
-BUSY_TIMEOUT_MS = 15_000
 # Only parameter marks are added to it, never values.
 _SELECT_LIVE = f"SELECT {', '.join(RECORD_COLUMNS)} FROM memory WHERE {LIVE_SQL}"
 # SQLite limits the number of bound parameters in one statement.
 _IDS_PER_QUERY = 500
 
 
-def register_functions(connection: sqlite3.Connection) -> None:
-    """SQL functions the schema relies on: the FTS triggers segment text with this one."""
-    connection.create_function("memstore_segment", 1, segment, deterministic=True)
-
-
-def connect_read_only(
-    path: Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS, leave_no_files: bool = False
-) -> sqlite3.Connection:
-    """A DBAPI connection that cannot write (mode=ro, query_only), with our SQL functions.
-    `leave_no_files`: create no -wal or -shm file beside the database either."""
-    connection = sqlite3.connect(
-        _read_only_uri(path, leave_no_files),
-        uri=True,
-        timeout=busy_timeout_ms / 1000,
-        check_same_thread=False,
-    )
-    connection.isolation_level = None
-    connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-    connection.execute("PRAGMA query_only = ON")
-    connection.execute("PRAGMA foreign_keys = ON")
-    register_functions(connection)
-    return connection
-
-
-def _read_only_uri(path: Path, leave_no_files: bool) -> str:
-    uri = f"{path.resolve().as_uri()}?mode=ro"
-    # Reading a WAL database needs its -shm file, which a read-only connection creates (and
-    # leaves) when it can, and cannot in a folder that cannot be written. With no -wal left
-    # (closed cleanly) the file alone is the whole database, which `immutable` reads without
-    # any lock or -shm. (A writer that opens it meanwhile changes the file only when it
-    # checkpoints; a read torn by that fails as a corrupt one does.)
-    wal = path.with_name(path.name + "-wal")
-    wal_is_empty = not (wal.exists() and wal.stat().st_size > 0)
-    if wal_is_empty and (leave_no_files or not os.access(path.parent, os.W_OK)):
-        uri += "&immutable=1"
-    return uri
-
-
 def schema_revision(connection: Connection) -> str | None:
     """The schema revision a database records, None when it records none."""
-    tables = (
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
-        if is_sqlite(connection)
-        else "SELECT 1 WHERE to_regclass(%s) IS NOT NULL"
-    )
-    table = connection.execute(tables, (VERSION_TABLE,)).fetchone()
-    if table is None:
-        return None
-    row = connection.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchone()
-    return None if row is None else str(row[0])
-
-
-def check_revision(path: Path | str, revision: str | None, upgrade: str) -> None:
-    """Refuse a database this code cannot read as it is: SchemaTooNew for a newer schema,
-    StoreUnavailable for an older one (`upgrade` says how it gets upgraded)."""
-    if revision == SCHEMA_HEAD:
-        return
-    if revision is not None and revision > SCHEMA_HEAD:
-        raise SchemaTooNew(str(path), revision)
-    raise StoreUnavailable(
-        f"cannot open database {path}: it was written by an older memstore and needs"
-        f" upgrading, {upgrade}"
-    )
+    return recorded_revision(connection, backend_of(connection).has_table)
 
 
 def record_from_row(values: Sequence[Any]) -> MemoryRecord:
@@ -109,7 +45,7 @@ def live_records(connection: Connection, ids: Sequence[int]) -> dict[int, Memory
     found: dict[int, MemoryRecord] = {}
     for start in range(0, len(ids), _IDS_PER_QUERY):
         chunk = tuple(ids[start : start + _IDS_PER_QUERY])
-        marks = ", ".join([mark(connection)] * len(chunk))
+        marks = ", ".join([backend_of(connection).mark] * len(chunk))
         rows = connection.execute(f"{_SELECT_LIVE} AND id IN ({marks})", chunk)
         records = [record_from_row(values) for values in rows]
         found.update((record.id, record) for record in records)
@@ -121,7 +57,7 @@ def live_summaries(connection: Connection, type: str | None = None) -> list[Memo
     query = f"SELECT {', '.join(MemorySummary._fields)} FROM memory WHERE {LIVE_SQL}"
     parameters: tuple[str, ...] = ()
     if type is not None:
-        query += f" AND type = {mark(connection)}"
+        query += f" AND type = {backend_of(connection).mark}"
         parameters = (type,)
     rows = connection.execute(query + " ORDER BY name", parameters).fetchall()
     return [MemorySummary(*row) for row in rows]
@@ -129,14 +65,8 @@ def live_summaries(connection: Connection, type: str | None = None) -> list[Memo
 
 def rank_ids(connection: Connection, terms: list[str], limit: int) -> dict[int, float]:
     """The relevance (higher is better) of the best `limit` live memories matching any of
-    `terms` (quoted terms: search.query_terms), by id."""
-    if is_sqlite(connection):
-        return ranked_ids(
-            cast(sqlite3.Connection, connection), match_expression(terms, any_term=True), limit
-        )
-    from memstore.storage import pg_search
-
-    return pg_search.ranked_ids(connection, terms, limit)
+    `terms` (quoted terms: search_terms.query_terms), by id."""
+    return backend_of(connection).rank_ids(connection, terms, limit)
 
 
 def ranked_records(
@@ -144,16 +74,8 @@ def ranked_records(
 ) -> list[tuple[MemoryRecord, float]]:
     """Live memories matching all of `terms` (any, with any_term), of `type` when given,
     best first, with their relevance (higher is better)."""
-    if is_sqlite(connection):
-        expression = match_expression(terms, any_term=any_term)
-        sqlite = cast(sqlite3.Connection, connection)
-        rows = ranked_matches(sqlite, RECORD_COLUMNS, expression, limit, type)
-    else:
-        from memstore.storage import pg_search
-
-        rows = pg_search.ranked_matches(
-            connection, RECORD_COLUMNS, terms, limit, type, any_term=any_term
-        )
+    backend = backend_of(connection)
+    rows = backend.ranked_matches(connection, RECORD_COLUMNS, terms, limit, type, any_term=any_term)
     return [(record_from_row(values), -float(score)) for *values, score in rows]
 
 
@@ -164,21 +86,11 @@ class StoreReader:
     it leaves no file behind."""
 
     def __init__(self, path: Path | str, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
-        self._connection: Connection
-        self.path: Path | str
         location = database_location(path) if isinstance(path, str) else path
-        if isinstance(location, str):
-            from memstore.storage.server import connect_reader
-
-            self.path = location
-            self._connection = connect_reader(location)
-        else:
-            file = self.path = location
-            if not file.is_file():
-                raise NoDatabase(str(file))
-            self._connection = connect_read_only(
-                file, busy_timeout_ms=busy_timeout_ms, leave_no_files=True
-            )
+        self.path: Path | str = location
+        self._connection = backend_at(location).connect_reader(
+            location, busy_timeout_ms=busy_timeout_ms
+        )
         try:
             check_revision(
                 self.path,

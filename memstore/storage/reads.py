@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from memstore.errors import MemoryNotFound
-from memstore.storage.dbapi import Connection, mark
+from memstore.storage.backend import backend_of
+from memstore.storage.dbapi import Connection
 from memstore.storage.fields import LIVE_SQL
 from memstore.storage.reader import (
     BUSY_TIMEOUT_MS,
@@ -23,7 +24,7 @@ from memstore.storage.reader import (
     record_from_row,
 )
 from memstore.storage.records import MemoryRecord, MemorySummary, SearchHit
-from memstore.storage.search import search_terms
+from memstore.storage.search_terms import search_terms
 
 if TYPE_CHECKING:
     from memstore.storage.history_reader import HistoryReader, HistoryReads
@@ -77,7 +78,9 @@ class MemoryReads(Protocol):
 
 def live_memory(connection: Connection, name: str) -> MemoryRecord | None:
     """The live memory `name`, or None."""
-    row = connection.execute(f"{_SELECT_LIVE} AND name = {mark(connection)}", (name,)).fetchone()
+    row = connection.execute(
+        f"{_SELECT_LIVE} AND name = {backend_of(connection).mark}", (name,)
+    ).fetchone()
     return None if row is None else record_from_row(row)
 
 
@@ -95,7 +98,7 @@ def live_memories(connection: Connection, type: str | None = None) -> list[Memor
     """The live memories (of one checked type), by name."""
     query, parameters = _SELECT_LIVE, tuple[str, ...]()
     if type is not None:
-        query += f" AND type = {mark(connection)}"
+        query += f" AND type = {backend_of(connection).mark}"
         parameters = (type,)
     rows = connection.execute(query + " ORDER BY name", parameters).fetchall()
     return [record_from_row(row) for row in rows]

@@ -46,7 +46,7 @@ def lock_file(database: Path, kind: str) -> Path:
 def run_alone(store: MemoryStore, kind: str) -> Iterator[bool]:
     """Hold the store's lock for `kind` while the block runs, yielding True; yield False at
     once, holding nothing, when another process (or connection) holds it."""
-    if store.url is not None:
+    if store.is_server:
         with _advisory_lock(store.engine, kind) as held:
             yield held
         return

@@ -5,7 +5,6 @@ transaction (storage/transaction.py), its history read through `store.history`
 from __future__ import annotations
 
 import functools
-import sqlite3
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -18,15 +17,10 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from memstore.errors import ConnectionLost, MemoryNotFound, StoreUnavailable
 from memstore.settings import database_location
+from memstore.storage.backend import backend_at
 from memstore.storage.chain import ChainReport
 from memstore.storage.dbapi import Connection
-from memstore.storage.engine import (
-    BUSY_TIMEOUT_MS,
-    ReadOnlyQuery,
-    dbapi_connection,
-    open_database,
-    writer,
-)
+from memstore.storage.engine import writer
 from memstore.storage.fields import LIVE_SQL
 from memstore.storage.history import History
 from memstore.storage.models import (
@@ -35,10 +29,10 @@ from memstore.storage.models import (
     memory_purge_table,
     utc_now,
 )
-from memstore.storage.reader import live_records, live_summaries, mark, rank_ids
+from memstore.storage.query import ReadOnlyQuery
+from memstore.storage.reader import live_records, live_summaries, rank_ids
 from memstore.storage.reads import live_count, live_memories, live_memory, search_hits
 from memstore.storage.records import SearchHit
-from memstore.storage.server import driver_message, first_line
 from memstore.storage.transaction import WriteTransaction
 from memstore.storage.validation import check_type
 
@@ -77,38 +71,36 @@ class MemoryStore:
     """A memstore database: a SQLite file, or a PostgreSQL database when `path` is a
     postgresql:// URL (`path` is then None, `url` the URL). Opening it creates or migrates
     the schema; with create=False a file must exist, and is opened read-only where it
-    cannot be written (engine.open_database)."""
+    cannot be written (sqlite.engine.open_database)."""
 
     def __init__(
         self, path: str | Path, *, actor: str = "api", command: str = "", create: bool = True
     ) -> None:
-        self.url: str | None = None
-        self.path: Path | None = None
         location = database_location(path) if isinstance(path, str) else path
-        if isinstance(location, str):
-            from memstore.storage.postgres import open_postgres
-            from memstore.storage.server import shown_url
-
-            self.url = location
-            self.location = shown_url(self.url)
-            self.engine = open_postgres(self.url, create=create)
-        else:
-            self.path = location
-            self.location = str(self.path)
-            self.engine = open_database(self.path, create=create)
+        self.backend = backend_at(location)
+        self._at = location
+        # A server's URL, or a file's path: the store's public face says which.
+        self.url: str | None = location if isinstance(location, str) else None
+        self.path: Path | None = None if isinstance(location, str) else location
+        self.location = self.backend.shown(location)
+        self.engine = self.backend.open_engine(location, create=create)
         self.actor = actor
         self.command = command
         self._writer = writer(self.engine)
         self.history = History(self.engine)
 
+    @property
+    def is_server(self) -> bool:
+        """Whether the store is a server many roles share: a person's own (`user`) memories
+        are theirs, their history hidden from others; runs are locked on the server."""
+        return self.backend.server
+
     @functools.cached_property
     def read_only(self) -> bool:
         """Whether the store was opened read-only (create=False on a SQLite file or folder it
-        cannot write: engine.open_database): it is read as any other, and every write fails."""
-        if self.url is not None:
-            return False
-        with self._dbapi() as connection:
-            return bool(connection.execute("PRAGMA query_only").fetchone()[0])
+        cannot write: sqlite.engine.open_database): it is read as any other, and every write
+        fails."""
+        return self.backend.is_read_only(self.engine)
 
     def wait_for_server(self, seconds: float) -> bool:
         """Whether the server takes connections again within `seconds` (a restart)."""
@@ -177,7 +169,7 @@ class MemoryStore:
         except DBAPIError as error:
             # An IntegrityError is a bug if it happens; on PostgreSQL a trigger's or a
             # privilege's refusal too: say so in one line, roll back.
-            if self.url is None and not isinstance(error, IntegrityError):
+            if not self.backend.server and not isinstance(error, IntegrityError):
                 raise
             raise StoreUnavailable(
                 f"database {self.location} refused the change: {self._said(error.orig)}"
@@ -228,12 +220,7 @@ class MemoryStore:
         with self.transaction() as tx:
             memories = tx.purge(name)
             run_id = tx.run_id
-        if self.url is None:
-            with self._dbapi() as connection:
-                connection.execute("PRAGMA secure_delete = OFF")
-                # Old page images in the write-ahead log still hold the text: fold the log
-                # into the database and empty it (readers still running may delay that).
-                connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        self.backend.fold_log(self.engine)
         purges = memory_purge_table.c
         with self.engine.connect() as connection:
             events = connection.execute(
@@ -304,7 +291,7 @@ class MemoryStore:
             rows = connection.execute(
                 "SELECT m.id, m.version, v.vector FROM memory AS m"
                 " LEFT JOIN memory_vector AS v ON v.memory_id = m.id"
-                f" AND v.model = {mark(connection)} AND v.memory_version = m.version"
+                f" AND v.model = {self.backend.mark} AND v.memory_version = m.version"
                 f" WHERE m.{LIVE_SQL} ORDER BY m.id",
                 (model,),
             ).fetchall()
@@ -316,12 +303,7 @@ class MemoryStore:
     ) -> ReadOnlyQuery:
         """The user's SQL on a connection of its own that cannot write (see ReadOnlyQuery),
         on this store's database, migrated when it was opened."""
-        if self.url is not None:
-            from memstore.storage.postgres import ServerQuery
-
-            return ServerQuery(self.url, sql, timeout=timeout, max_rows=max_rows)
-        assert self.path is not None
-        return ReadOnlyQuery(self.path, sql, timeout=timeout, max_rows=max_rows)
+        return self.backend.query(self._at, sql, timeout=timeout, max_rows=max_rows)
 
     @read_again_once
     def vector_counts(self, model: str) -> tuple[int, int]:
@@ -331,7 +313,7 @@ class MemoryStore:
             row = connection.execute(
                 "SELECT count(v.memory_id), count(*) FROM memory AS m"
                 " LEFT JOIN memory_vector AS v ON v.memory_id = m.id"
-                f" AND v.model = {mark(connection)} AND v.memory_version = m.version"
+                f" AND v.model = {self.backend.mark} AND v.memory_version = m.version"
                 f" WHERE m.{LIVE_SQL}",
                 (model,),
             ).fetchone()
@@ -343,54 +325,15 @@ class MemoryStore:
         """Store (memory id, its version, vector) rows, replacing older ones, in one
         transaction, waiting at most `wait_ms` for another writer (semantic recall waits
         little: vectors are derived data it may as well keep unsaved for a while)."""
-        if self.url is not None:
-            self._save_vectors_postgres(model, rows, wait_ms=wait_ms)
-            return
-        with self._sqlite() as connection:
-            connection.execute(f"PRAGMA busy_timeout = {int(wait_ms)}")
-            try:
-                connection.execute("BEGIN IMMEDIATE")
-                connection.executemany(
-                    "INSERT OR REPLACE INTO memory_vector"
-                    " (memory_id, model, memory_version, vector) VALUES (?, ?, ?, ?)",
-                    [(memory_id, model, version, vector) for memory_id, version, vector in rows],
-                )
-                connection.execute("COMMIT")
-            except sqlite3.Error as error:
-                if connection.in_transaction:
-                    connection.execute("ROLLBACK")
-                raise StoreUnavailable(f"database {self.path} is unavailable: {error}") from error
-            finally:
-                connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-
-    def _save_vectors_postgres(
-        self, model: str, rows: Sequence[tuple[int, int, bytes]], *, wait_ms: int
-    ) -> None:
-        try:
-            with self.engine.begin() as connection:
-                connection.exec_driver_sql(f"SET LOCAL lock_timeout = {int(wait_ms)}")
-                connection.exec_driver_sql(
-                    "INSERT INTO memory_vector (memory_id, model, memory_version, vector)"
-                    " VALUES (%s, %s, %s, %s) ON CONFLICT (memory_id) DO UPDATE SET"
-                    " model = excluded.model, memory_version = excluded.memory_version,"
-                    " vector = excluded.vector",
-                    [(memory_id, model, version, vector) for memory_id, version, vector in rows],
-                )
-        except (OperationalError, IntegrityError) as error:
-            raise StoreUnavailable(
-                f"database {self.location} is unavailable: {self._said(error.orig)}"
-            ) from error
+        self.backend.save_vectors(self.engine, self._at, model, rows, wait_ms=wait_ms)
 
     def _said(self, error: BaseException | None) -> str:
         """The driver's message in one line; on a server, the URL's passwords masked in it."""
-        return first_line(error) if self.url is None else driver_message(self.url, error)
-
-    def _sqlite(self) -> AbstractContextManager[sqlite3.Connection]:
-        return cast(AbstractContextManager[sqlite3.Connection], dbapi_connection(self.engine))
+        return self.backend.said(self._at, error)
 
     def _dbapi(self) -> AbstractContextManager[Connection]:
         """The DBAPI connection, sqlite3's or psycopg's: for the reads both run alike."""
-        return dbapi_connection(self.engine)
+        return self.backend.dbapi_connection(self.engine)
 
     @read_again_once
     def summaries(self, type: str | None = None) -> list[MemorySummary]:

@@ -21,6 +21,7 @@ from memstore.errors import (
     NothingToRestore,
 )
 from memstore.storage import fields
+from memstore.storage.backend import backend_of_sql
 from memstore.storage.engine import insert_rows
 from memstore.storage.history_rows import PendingEvent, chained_events, write_run
 from memstore.storage.live_names import HIDDEN, LiveNames
@@ -167,7 +168,7 @@ class WriteTransaction:
         new = fields.applied(old, changes)
         if new == old:
             return memory
-        if self._on_postgres() and (new["type"] == "user") != (old["type"] == "user"):
+        if self._on_server() and (new["type"] == "user") != (old["type"] == "user"):
             # Whether a memory is a person's own decides who sees it and all its history.
             raise InvalidMemory(
                 "type",
@@ -188,7 +189,7 @@ class WriteTransaction:
         memory = self._current(memory)
         if (
             merged_into is not None
-            and self._on_postgres()
+            and self._on_server()
             and (memory.type == "user") != (merged_into.type == "user")
         ):
             raise InvalidMemory(
@@ -258,9 +259,7 @@ class WriteTransaction:
         memories = [self.by_id(memory_id) for memory_id in ids]
         if not memories:
             raise MemoryNotFound(name)
-        if not self._on_postgres():
-            # Freed space is overwritten with zeros, so the erased text is not left in the file.
-            self.connection.exec_driver_sql("PRAGMA secure_delete = ON")
+        backend_of_sql(self.connection).erase_freed_space(self.connection)
         for memory in memories:
             if memory.is_live:
                 self.delete(memory)
@@ -293,7 +292,7 @@ class WriteTransaction:
         return MemoryRecord(**row)
 
     def _allocate_id(self) -> int:
-        if self._on_postgres():
+        if self._on_server():
             # From the sequence: max(id) does not see other people's own memories there.
             if not self._id_pool:
                 ids = self.connection.exec_driver_sql(
@@ -338,7 +337,7 @@ class WriteTransaction:
                 self._write_run()
             self._erase_purged()
             return
-        if self._live_ids is not None and self._on_postgres():
+        if self._live_ids is not None and self._on_server():
             taken = self._live_ids.hidden_taken()
             if taken:
                 raise MemoryExists(taken[0])
@@ -362,10 +361,7 @@ class WriteTransaction:
                 [{**row, "b_id": row["id"]} for row in existing],
             )
         insert_rows(self.connection, memory_table, created)
-        if self._on_postgres():
-            from memstore.storage import pg_search
-
-            pg_search.index(self.connection, self._changed.values())
+        backend_of_sql(self.connection).index(self.connection, self._changed.values())
         identity, host, last = self._write_run(with_last_event=True)
         events = chained_events(
             self.connection,
@@ -381,8 +377,9 @@ class WriteTransaction:
         insert_rows(self.connection, memory_event_table, events)
         self._erase_purged()
 
-    def _on_postgres(self) -> bool:
-        return self.connection.dialect.name == "postgresql"
+    def _on_server(self) -> bool:
+        """Whether a server's row security applies: a person's own memories are theirs."""
+        return backend_of_sql(self.connection).server
 
     def _write_run(
         self, *, with_last_event: bool = False

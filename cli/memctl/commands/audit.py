@@ -197,7 +197,7 @@ def purge(
         try:
             report = store.purge(name)
         except StoreUnavailable as error:
-            if store.url is None or "permission denied" not in str(error):
+            if not store.is_server or "permission denied" not in str(error):
                 raise
             fail(
                 f"{error}: on a server only the tables' owner role may erase history; run"

@@ -203,7 +203,7 @@ def search(
     json: JsonOption = False,
 ) -> None:
     """Full-text search over name, description and body, best first."""
-    from memstore.storage.search import search_terms
+    from memstore.storage.search_terms import search_terms
 
     if not search_terms(query):
         err(

@@ -17,7 +17,7 @@ from memstore.settings import DB_VARIABLE, database_location
 def path() -> None:
     """Print the database path (and, on stderr, the workspace and whether it exists yet)."""
     if isinstance(State.db, str):  # a server's URL, without its password
-        from memstore.storage.server import shown_url
+        from memstore.storage.postgres.server import shown_url
 
         print(shown_url(State.db))
     else:
@@ -26,7 +26,7 @@ def path() -> None:
     exists = "exists" if db_exists() else "not created yet ('memctl add' or 'import' will)"
     err(f"workspace: {State.workspace.root} ({how}); database {exists}")
     if isinstance(State.db, str):
-        from memstore.storage.namespace import resolve
+        from memstore.storage.postgres.namespace import resolve
 
         given = State.given if isinstance(State.given, str) else State.db
         namespace = resolve(given, State.settings.namespace, State.workspace.root)[1]
@@ -107,8 +107,8 @@ def grant_command(
     in as, or one they are members of) use this project's store (docs/postgresql.md)."""
     if not isinstance(State.db, str):
         fail("grant is for a store on a PostgreSQL server; a SQLite file is its owner's alone")
-    from memstore.storage.postgres import grant_application_role
-    from memstore.storage.server import shown_url
+    from memstore.storage.postgres.engine import grant_application_role
+    from memstore.storage.postgres.server import shown_url
 
     with open_store(actor="grant") as store:
         grant_application_role(store.engine, role)
@@ -121,7 +121,7 @@ def _copy_target(to: str) -> Path | str:
     target = database_location(to)
     if isinstance(target, Path):
         return target
-    from memstore.storage.namespace import resolve
+    from memstore.storage.postgres.namespace import resolve
 
     return resolve(target, State.settings.namespace, State.workspace.root)[0]
 

@@ -1,5 +1,5 @@
 """The PostgreSQL engine: a pooled psycopg 3 engine with a connect timeout, writers in turn,
-and migrate-on-open, as engine.py does for SQLite (docs/postgresql.md).
+and migrate-on-open, as storage/engine.py does for SQLite (docs/postgresql.md).
 
 psycopg is imported by SQLAlchemy when the engine first connects, never by memstore's import:
 it is the optional `postgres` extra.
@@ -10,20 +10,22 @@ from __future__ import annotations
 import importlib.util
 import re
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import ExceptionContext, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, ProgrammingError
 
 from memstore.errors import ConnectionLost, InvalidSettings, QueryFailed, StoreUnavailable
-from memstore.storage.engine import ReadOnlyQuery, query_failed, stored_revision, to_json, writer
-from memstore.storage.schema_version import SCHEMA_HEAD, VERSION_TABLE
-from memstore.storage.server import (
+from memstore.storage.dbapi import Connection
+from memstore.storage.engine import to_json, writer
+from memstore.storage.postgres.reader import connect_reader, has_table
+from memstore.storage.postgres.server import (
     CONNECT_TIMEOUT_S,
     MISSING_DRIVER,
-    connect_reader,
     driver_message,
     first_line,
     server_error,
@@ -31,6 +33,9 @@ from memstore.storage.server import (
     session_settings,
     shown_url,
 )
+from memstore.storage.query import ReadOnlyQuery, query_failed
+from memstore.storage.revision import recorded_revision
+from memstore.storage.schema_version import SCHEMA_HEAD, VERSION_TABLE
 
 # How long a writer waits for another writer's transaction before giving up, as SQLite's
 # busy timeout does.
@@ -116,7 +121,7 @@ def open_postgres(url: str, *, create: bool = True) -> Engine:
     engine: Engine | None = None
     try:
         engine = create_postgres_engine(url)
-        if stored_revision(engine) != SCHEMA_HEAD:
+        if _stored_revision(engine) != SCHEMA_HEAD:
             # A namespace opened for the first time (or not this role's) reads no revision.
             _create_namespace(engine, url)
             from memstore.storage.migrate import upgrade_to_head  # imports Alembic
@@ -135,7 +140,7 @@ def open_postgres(url: str, *, create: bool = True) -> Engine:
 def _create_namespace(engine: Engine, url: str) -> None:
     """Create the schema of the URL's project namespace when the server has none yet: the
     first person of a project to open it migrates it, as for the default store."""
-    from memstore.storage.namespace import schema_of, split_url
+    from memstore.storage.postgres.namespace import schema_of, split_url
 
     bare, name = split_url(url)
     if not name:
@@ -227,15 +232,9 @@ class ServerQuery(ReadOnlyQuery):
     def __init__(
         self, url: str, sql: str, *, timeout: float | None = None, max_rows: int | None = None
     ) -> None:
-        self.timeout = timeout
-        self.max_rows = max_rows
-        self.truncated = False
-        self.interrupted = False
-        self._deadline = None
+        super().__init__(sql, timeout=timeout, max_rows=max_rows)
+        self._deadline = None  # the server's statement_timeout keeps the time
         self._url = url
-        self._denied = []
-        self._sql = sql
-        self.columns = []
         self._server: Any = connect_reader(url)
         self._server.autocommit = False  # a server-side cursor lives in a transaction
         milliseconds = 0 if timeout is None else max(1, int(timeout * 1000))
@@ -270,3 +269,40 @@ class ServerQuery(ReadOnlyQuery):
             if isinstance(error, psycopg.OperationalError):
                 raise server_error(self._url, error) from None
             raise query_failed(self._sql, first_line(error)) from None
+
+
+@contextmanager
+def server_connection(engine: Engine) -> Iterator[Connection]:
+    """A pooled psycopg connection (Backend.dbapi_connection), a server's failure as the
+    same typed error a statement through SQLAlchemy gets."""
+    driver: Any = engine.dialect.dbapi
+    try:
+        pooled = engine.raw_connection()
+    except Exception as error:  # a server down, or still starting after a restart
+        if not isinstance(error, (OperationalError, driver.OperationalError)):
+            raise
+        url = engine.url.set(drivername="postgresql").render_as_string(False)
+        raise server_error(url, getattr(error, "orig", None) or error) from error
+    try:
+        yield cast(Connection, pooled.driver_connection)
+    except Exception as error:
+        # The server cut or refused the statement (a restart): the same typed error as a
+        # statement through SQLAlchemy gets (_unavailable), never psycopg's own.
+        if not isinstance(error, driver.OperationalError):
+            raise
+        if engine.dialect.is_disconnect(error, pooled.dbapi_connection, None):
+            pooled.invalidate()  # not back to the pool: the next checkout connects anew
+            raise ConnectionLost(_dbapi_unavailable(engine, error)) from error
+        raise StoreUnavailable(_dbapi_unavailable(engine, error)) from error
+    finally:
+        pooled.close()  # back to the pool (which rolls back what a read left open)
+
+
+def _dbapi_unavailable(engine: Engine, error: BaseException | None) -> str:
+    url = engine.url.set(drivername="postgresql").render_as_string(False)
+    return f"database {shown_url(url)} is unavailable: {driver_message(url, error)}"
+
+
+def _stored_revision(engine: Engine) -> str | None:
+    with server_connection(engine) as connection:
+        return recorded_revision(connection, has_table)

@@ -1,15 +1,13 @@
 """Reaching a PostgreSQL server, without SQLAlchemy: a driver's failure as one line, its
-passwords masked (the URL as messages show it is settings.shown_url), and StoreReader's
-read-only psycopg connection (`memctl hook` reads with it before every prompt). The
-SQLAlchemy engine is postgres.py's."""
+passwords masked (the URL as messages show it is settings.shown_url), the connection's
+target and session settings. StoreReader's read-only psycopg connection is
+postgres/reader.py's; the SQLAlchemy engine is postgres/engine.py's."""
 
 from __future__ import annotations
 
-import re
-from typing import Any
-
 from memstore.errors import MemstoreError, StoreUnavailable
 from memstore.settings import passwords, shown_url
+from memstore.storage.dbapi import first_line
 
 # A server that does not answer is reported after this long, not after TCP's minutes.
 CONNECT_TIMEOUT_S = 5
@@ -53,17 +51,11 @@ def server_error(url: str, error: BaseException) -> BaseException:
     return error
 
 
-def first_line(error: BaseException | None) -> str:
-    """A driver's message in one line (psycopg's have a DETAIL and a CONTEXT below it)."""
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
-
-
 def server_target(url: str) -> tuple[str, str | None]:
     """What libpq connects to for the memstore URL `url`: the URL without memstore's own
     `namespace` parameter, and the schema of that project namespace (None: the server's
     default store)."""
-    from memstore.storage.namespace import schema_of, split_url
+    from memstore.storage.postgres.namespace import schema_of, split_url
 
     bare, name = split_url(url)
     return bare, schema_of(name) if name else None
@@ -76,28 +68,3 @@ def session_settings(schema: str | None) -> tuple[str, ...]:
     return (
         SESSION_SETTINGS if schema is None else (*SESSION_SETTINGS, f"SET search_path = {schema}")
     )
-
-
-def connect_reader(url: str) -> Any:
-    """A psycopg connection that cannot write, without SQLAlchemy (StoreReader's, for
-    `memctl hook`): each statement its own read-only transaction."""
-    try:
-        import psycopg
-    except ImportError:
-        raise StoreUnavailable(MISSING_DRIVER) from None
-    # libpq reads postgresql:// URLs itself; SQLAlchemy's driver suffix is no part of them.
-    bare, schema = server_target(url)
-    conninfo = re.sub(r"^postgresql\+psycopg://", "postgresql://", bare, flags=re.IGNORECASE)
-    try:
-        connection = psycopg.connect(
-            conninfo,
-            connect_timeout=CONNECT_TIMEOUT_S,
-            autocommit=True,
-            application_name="memstore",
-        )
-    except psycopg.Error as error:
-        raise server_error(url, error) from None
-    connection.execute("SET default_transaction_read_only = on")
-    for setting in session_settings(schema):
-        connection.execute(setting)
-    return connection

@@ -1,12 +1,12 @@
 """Full-text search on PostgreSQL, ranked as FTS5 ranks on SQLite.
 
 A table memory_fts holds a tsvector per live memory under a GIN index, fed with the text as
-memstore segments it for SQLite (Han bigrams, search.segment) and split into words as FTS5's
+memstore segments it for SQLite (Han bigrams, search_terms.segment) and split into words as FTS5's
 unicode61 splits it, then stemmed by the `memstore` text search configuration: the Porter
 stemmer FTS5 uses, with no stopwords (queries leave memstore's own out, as on SQLite). Name,
 description and body carry the weights A, B and D, so each position says its column.
 
-The server computes FTS5's bm25 exactly (search.BM25_WEIGHTS per column, k1 1.2, b .75, idf
+The server computes FTS5's bm25 exactly (search_terms.BM25_WEIGHTS per column, k1 1.2, b .75, idf
 over all memories) and returns the best few. Triggers on memory_fts (revisions 0006, 0009)
 keep memory_fts_term, each memory's words with their column-weighted counts (its key carries
 them: a word's rows are an index-only scan), memory_fts_lexeme, how many memories hold each
@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from memstore.storage.records import MemoryRecord
-from memstore.storage.search import BM25_WEIGHTS, segment
+from memstore.storage.search_terms import BM25_WEIGHTS, segment
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection as SQLConnection
@@ -136,7 +136,7 @@ _PREFIXES = (
 
 
 def phrases(connection: Connection, terms: Sequence[str]) -> list[Phrase]:
-    """Quoted FTS5 terms (`"word"`, `"two words"`, `"word"*`: search.query_terms) stemmed
+    """Quoted FTS5 terms (`"word"`, `"two words"`, `"word"*`: search_terms.query_terms) stemmed
     by the index's configuration, repeats kept (a repeated term counts again, as in FTS5)."""
     return query(connection, terms).phrases
 
@@ -377,7 +377,7 @@ def ranked_matches(
     any_term: bool,
 ) -> list[tuple[Any, ...]]:
     """Rows of live memories matching `terms` (of `type`, when given), best first, each
-    followed by its score as search.ranked_matches gives it (lower is better): the
+    followed by its score as sqlite/search.ranked_matches gives it (lower is better): the
     memories' rows come with their scores."""
     rows = bm25(connection, terms, limit, any_term=any_term, type=type, columns=columns)
     return [(*row[1:-1], -row[-1]) for row in rows]

@@ -1,0 +1,1 @@
+"""The PostgreSQL implementation of storage: its engine, search, server and namespace."""
