@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from memstore.errors import InvalidHookInput
+from memstore.storage.memory_folder import SESSIONS_FOLDER
 from memstore.storage.run_lock import lock_file
-from memstore.storage.workspace import SESSIONS_FOLDER, Workspace
+from memstore.storage.workspace import Workspace
 
 try:
     import fcntl
