@@ -5,7 +5,10 @@ start-up), as is `memctl --version` alone, which scripts ask; every other comman
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
+from collections.abc import Iterator
 
 
 def main() -> None:
@@ -26,13 +29,27 @@ def _dispatch() -> None:
         raise SystemExit(0)
     hook_db = _hook_command(sys.argv[1:])
     if hook_db is not None:
-        from memctl.hook import run
-
         (db,) = hook_db
-        raise SystemExit(run(db))
-    from memctl.app import main as app_main
+        with _interrupts_held():  # quick, and it answers a program, not a person
+            from memctl.hook import run
 
+            code = run(db)
+        raise SystemExit(code)
+    with _interrupts_held():
+        from memctl.app import main as app_main
     app_main()
+
+
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """A Ctrl-C while memctl's modules are imported is held until they are, then raised: one
+    that lands inside an import (a C extension's set-up) can come out as another error, or
+    end Python without a word."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def _hook_command(args: list[str]) -> tuple[str | None] | None:
