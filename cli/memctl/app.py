@@ -122,6 +122,7 @@ app.command("hook")(claude.hook)
 app.add_typer(semantic.app, name="semantic")
 app.add_typer(claude.app, name="claude")
 claude.app.command("learn")(claude_learn.learn)
+claude.app.command("sync")(claude_learn.sync)
 
 
 # What a listing's --json prints when there is no database: what an empty store gives.

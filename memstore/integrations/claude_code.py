@@ -1,18 +1,13 @@
-"""Claude Code's auto-memory folder: finding the one of a workspace, importing it into the
-store, and writing the store's changes back into it in place.
-
-Claude Code keeps a project's memories in `<config>/projects/<slug>/memory/` (config:
-$CLAUDE_CONFIG_DIR, else ~/.claude). The project is the canonical git root above the folder
-(a worktree's main checkout) or else the folder itself; the slug is its absolute path with
-every character but an ASCII letter or digit replaced by `-` (one per UTF-16 code unit, as
-JavaScript counts them), cut at 200 characters with `-<hash>` appended when longer. The
-folder holds one Markdown file per memory, with the frontmatter memstore's own files have,
-and a MEMORY.md index of `- [Title](file.md) — hook` lines. docs/integrations.md says where
-this rule comes from.
+"""Claude Code's auto-memory folder (found by integrations/claude_folder.py): importing it
+into the store, and writing the store's changes back into it in place. The folder holds one
+Markdown file per memory, with the frontmatter memstore's own files have, and a MEMORY.md
+index of `- [Title](file.md) — hook` lines.
 
 Import and write-back are the library's own (files/importer.py, files/exporter.py and its
 in-place rewriting), with what this folder needs: only the files directly in it, its MEMORY.md
 kept as Claude Code writes it, and the store's writes under the actor `claude-code`.
+`sync_folder` runs both, as `memctl claude sync` does after the hook saw a change
+(integrations/claude_sync.py).
 """
 
 from __future__ import annotations
@@ -20,8 +15,6 @@ from __future__ import annotations
 import os
 import re
 import stat
-import struct
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,101 +25,14 @@ from memstore.files.format import TYPE_ORDER, index_line
 from memstore.files.import_file import MAX_FILE_BYTES
 from memstore.files.import_folder import FolderRead
 from memstore.files.importer import ImportReport, import_memories
+from memstore.integrations.claude_folder import ClaudeFolder, find_folder, project_of, slug
 from memstore.integrations.door import Door
 from memstore.storage.models import MemorySummary
 
+__all__ = ["ClaudeFolder", "find_folder", "project_of", "slug"]
+
 ACTOR = "claude-code"
-SLUG_MAX_CHARS = 200
-MEMORY_FOLDER = "memory"
 INDEX_FILE = "MEMORY.md"
-
-
-@dataclass(frozen=True)
-class ClaudeFolder:
-    # The folder Claude Code keys the memory by, and the memory folder itself.
-    project: Path
-    path: Path
-
-
-def find_folder(root: Path, config_dir: Path) -> ClaudeFolder:
-    """Where Claude Code keeps the memory of the project at `root` (it may not exist)."""
-    project = project_of(root)
-    projects = config_dir / "projects"
-    name = slug(str(project))
-    if len(name) > SLUG_MAX_CHARS and not (projects / name).is_dir():
-        # The suffix is Bun's hash in Claude Code's own binary, djb2 under Node: a folder
-        # with the same 200 characters is the project's when it is the only one.
-        prefix = name[:SLUG_MAX_CHARS] + "-"
-        found = [p for p in _folders(projects) if p.name.startswith(prefix)]
-        if len(found) == 1:
-            name = found[0].name
-    return ClaudeFolder(project, projects / name / MEMORY_FOLDER)
-
-
-def _folders(parent: Path) -> list[Path]:
-    try:
-        return [Path(entry.path) for entry in os.scandir(parent) if entry.is_dir()]
-    except OSError:
-        return []
-
-
-def slug(project: str) -> str:
-    """Claude Code's name for a project's folder (its sanitizePath)."""
-    project = unicodedata.normalize("NFC", project)
-    name = "".join(
-        char if char.isascii() and char.isalnum() else "-" * (2 if ord(char) > 0xFFFF else 1)
-        for char in project
-    )
-    if len(name) <= SLUG_MAX_CHARS:
-        return name
-    return f"{name[:SLUG_MAX_CHARS]}-{_base36(abs(_djb2(project)))}"
-
-
-def _djb2(text: str) -> int:
-    """JavaScript's `hash = ((hash << 5) - hash + charCode) | 0` over UTF-16 code units."""
-    encoded = text.encode("utf-16-le")
-    value = 0
-    for (unit,) in struct.iter_unpack("<H", encoded):
-        value = ((value << 5) - value + unit) & 0xFFFFFFFF
-    return value - (1 << 32) if value >= 1 << 31 else value
-
-
-def _base36(number: int) -> str:
-    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-    text = ""
-    while True:
-        number, digit = divmod(number, 36)
-        text = digits[digit] + text
-        if number == 0:
-            return text
-
-
-def project_of(root: Path) -> Path:
-    """The project Claude Code keys memory by: the git root at or above `root`, resolved
-    through a worktree to its main checkout (only when the worktree's link back agrees, as
-    Claude Code checks), else `root`."""
-    root = Path(os.path.abspath(root))
-    top = next((f for f in (root, *root.parents) if (f / ".git").exists()), None)
-    if top is None:
-        return root
-    try:
-        git_file = (top / ".git").read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return top  # a .git folder: an ordinary checkout
-    if not git_file.startswith("gitdir:"):
-        return top
-    try:
-        git_dir = Path(os.path.realpath(top / git_file.removeprefix("gitdir:").strip()))
-        pointer = (git_dir / "commondir").read_text(encoding="utf-8").strip()
-        common = Path(os.path.realpath(git_dir / pointer))
-        back = (git_dir / "gitdir").read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return top
-    if git_dir.parent != common / "worktrees":
-        return top
-    if os.path.realpath(top / back) != os.path.join(os.path.realpath(top), ".git"):
-        return top
-    return common if common.name != ".git" else common.parent
 
 
 def existing(folder: ClaudeFolder) -> ClaudeFolder:
@@ -273,3 +179,31 @@ def claude_index(
     if added and listed and not listed.endswith(("\n", "\r")):
         listed += newline
     return (listed + "".join(added)).encode()
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    imported: ImportReport
+    exported: ExportResult | None
+    # The files left as they are, by name: each and its memory both changed.
+    conflicts: list[str]
+
+
+def sync_folder(door: Door, folder: ClaudeFolder) -> SyncResult:
+    """Claude Code's edits imported, then the store's changes written back, with the rules of
+    `memctl claude import` and `export` without --force: a file changed in both places is
+    left as it is on both sides (its import is skipped; the write-back, refused, writes
+    nothing), and named in `conflicts`."""
+    existing(folder)
+    imported = import_folder(door, folder, skip_invalid=True)
+    conflicts = {
+        Path(problem.path).name
+        for problem in imported.problems
+        if "both are newer" in problem.reason
+    }
+    try:
+        exported: ExportResult | None = export_folder(door, folder)
+    except ExportConflict as error:
+        conflicts.update(Path(path).name for path in error.paths)
+        exported = None
+    return SyncResult(imported, exported, sorted(conflicts))

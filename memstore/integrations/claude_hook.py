@@ -1,15 +1,18 @@
 """Claude Code's hooks: the answer of `memctl hook` to the JSON Claude Code writes on its stdin.
 On UserPromptSubmit, the memories relevant to the prompt (keyword recall, as `memctl recall
 --offline` finds them without semantic recall; no model is asked); on SessionStart, the
-MEMORY.md index. Either goes back as `hookSpecificOutput.additionalContext`, which Claude Code
-adds to the conversation, marked as stored notes that are data, not instructions. On Stop,
-SessionEnd and PreCompact, it records the session's transcript for the worker that learns from
-it, and starts that worker, detached (integrations/claude_sessions.py); it answers nothing.
+MEMORY.md index, and Claude Code's own memory folder is synced, detached, when it or the store
+changed since the last sync (integrations/claude_sync.py). Either answer goes back as
+`hookSpecificOutput.additionalContext`, which Claude Code adds to the conversation, marked
+as stored notes that are data, not instructions. On Stop, SessionEnd and PreCompact, it
+records the session's transcript for the worker that learns from it, and starts that worker,
+detached (integrations/claude_sessions.py); it answers nothing.
 
 It runs before every prompt a person types, so it never stands in the way: whatever goes
 wrong (input that is no hook JSON, an event it does not answer, no database, a corrupt,
 locked or out-of-date one) it answers nothing and logs why in one line. It reads the store
-without SQLAlchemy (storage/reader.py), never writes it, and creates no database or `.memory/`.
+without SQLAlchemy (storage/reader.py), never writes it, and creates no database or `.memory/`
+(the sync it starts is another process).
 See docs/integrations.md.
 """
 
@@ -23,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from memstore.errors import InvalidHookInput, StoreUnavailable
+from memstore.integrations.claude_folder import find_folder
 from memstore.integrations.claude_sessions import (
     LEARNING_EVENTS,
     NO_MODEL,
@@ -33,13 +37,14 @@ from memstore.integrations.claude_sessions import (
     start_worker,
     worker_running,
 )
+from memstore.integrations.claude_sync import needs_sync, start_sync
 from memstore.llm.messages import recent_user_text
 from memstore.recall.block import as_data, memories_block
 from memstore.recall.keyword import keyword_recall
 from memstore.settings import Settings
 from memstore.storage.postgres.server import server_error
 from memstore.storage.reader import StoreReader
-from memstore.storage.workspace import locate
+from memstore.storage.workspace import Workspace, locate
 
 log = logging.getLogger(__name__)
 
@@ -100,10 +105,13 @@ def _respond(raw: bytes | str, db: Path | str | None, settings: Settings) -> str
             f"hook_event_name {name!r} is not an event memctl hook answers"
             f" ({USER_PROMPT_SUBMIT}, {SESSION_START}, {', '.join(LEARNING_EVENTS)})"
         )
-    database, _ = locate(given, _start(event), settings.ceiling_directories, settings.namespace)
+    start = _start(event)
+    database, workspace = locate(given, start, settings.ceiling_directories, settings.namespace)
     try:
         with StoreReader(database, busy_timeout_ms=BUSY_TIMEOUT_MS) as reader:
             context = answer(reader, event)
+            if name == SESSION_START:
+                _sync_later(reader, database, workspace, start, settings)
     except sqlite3.Error as error:
         raise StoreUnavailable(f"cannot read database {database}: {error}") from error
     except Exception as error:
@@ -137,6 +145,26 @@ def _learn_later(event: dict[str, Any], given: Path | str | None, settings: Sett
         note_once(folder, NO_MODEL)  # the worker would say only that
         return
     start_worker(folder, start, str(database))
+
+
+def _sync_later(
+    reader: StoreReader,
+    database: Path | str,
+    workspace: Workspace,
+    start: Path,
+    settings: Settings,
+) -> None:
+    """SessionStart: when Claude Code's memory folder or the store changed since the last
+    sync, start `memctl claude sync` detached; when neither did, nothing is read or written.
+    Never in the way of the index: whatever fails is logged in one line."""
+    try:
+        folder = find_folder(workspace.root, settings.claude_config_dir).path
+        state = learning_folder(database, workspace)
+        if not state.parent.is_dir() or not needs_sync(state, folder, reader.change_mark()):
+            return
+        start_sync(state, start, str(database))
+    except Exception as error:  # a server's error or a bug's too: the index still goes back
+        log.warning("hook: Claude Code's memory folder not synced: %s", error)
 
 
 def _read_event(raw: bytes | str) -> dict[str, Any]:

@@ -187,7 +187,7 @@ def worker_running(database: Path | str) -> bool:
     return False
 
 
-def note_once(folder: Path, note: str) -> None:
+def note_once(folder: Path, note: str, *, source: str = "claude learn") -> None:
     """Append `note` to the worker's log, timestamped, unless it is the log's last line
     already (a Stop without a model key would otherwise add one at every answer)."""
     log_path = folder / LOG_FILE
@@ -201,14 +201,16 @@ def note_once(folder: Path, note: str) -> None:
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
     descriptor = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
     try:
-        os.write(descriptor, f"{stamp} claude learn: {note}\n".encode())
+        os.write(descriptor, f"{stamp} {source}: {note}\n".encode())
     finally:
         os.close(descriptor)
 
 
-def start_worker(folder: Path, cwd: Path, db: str | None) -> int:
-    """Start `memctl claude learn` detached: a session of its own, no terminal, its output
-    appended to the log beside the queue. The process id."""
+def start_worker(
+    folder: Path, cwd: Path, db: str | None, *, command: tuple[str, ...] = WORKER_COMMAND
+) -> int:
+    """Start `command` (`memctl claude learn`, or `sync`) detached: a session of its own, no
+    terminal, its output appended to the log beside the queue. The process id."""
     log_path = folder / LOG_FILE
     with contextlib.suppress(OSError):
         if log_path.stat().st_size > LOG_MAX_BYTES:
@@ -219,7 +221,7 @@ def start_worker(folder: Path, cwd: Path, db: str | None) -> int:
     descriptor = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
     try:
         worker = subprocess.Popen(
-            WORKER_COMMAND,
+            command,
             stdin=subprocess.DEVNULL,
             stdout=descriptor,
             stderr=descriptor,

@@ -118,6 +118,10 @@ class StoreReader:
         """The live memories of these ids, by id."""
         return live_records(self._connection, ids)
 
+    def change_mark(self) -> tuple[Any, ...]:
+        """MemoryStore.change_mark's value: the history's last id, which every change moves."""
+        return tuple(self._connection.execute("SELECT max(id) FROM memory_event").fetchone())
+
     def summaries(self) -> list[MemorySummary]:
         """Name, type and description of the live memories, by name."""
         return live_summaries(self._connection)

@@ -62,3 +62,42 @@ def _now() -> str:
     import time
 
     return time.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def sync() -> None:
+    """Import Claude Code's memory folder's edits, then write the store's changes back to it,
+    with import's and export's rules without --force; a file changed in both places is left
+    (run by the hook at SessionStart, detached, when either side changed; one at a time)."""
+    from memstore.errors import MemstoreError
+    from memstore.integrations.claude_code import ACTOR, find_folder, sync_folder
+    from memstore.integrations.claude_sessions import learning_folder
+    from memstore.integrations.claude_sync import CONFLICT_LINE, SYNC_RUN, log_line, record
+    from memstore.integrations.door import Door
+    from memstore.storage.run_lock import run_alone
+
+    state = learning_folder(State.db, State.workspace)
+    if no_database_yet():
+        err(f"{_now()} claude sync: no database at {State.db}: nothing synced")
+        return
+    folder = find_folder(State.workspace.root, State.settings.claude_config_dir)
+    if not folder.path.is_dir():
+        err(f"{_now()} claude sync: no folder {folder.path}: nothing synced")
+        return
+    with Door.open(ACTOR, db=State.db, settings=State.settings, create=False) as door:
+        with run_alone(door.store, SYNC_RUN) as alone:
+            if not alone:
+                return  # another sync runs: it records what it leaves
+            try:
+                result = sync_folder(door, folder)
+            except MemstoreError as error:
+                err(f"{_now()} claude sync: {error}")
+                return
+            if result.conflicts:
+                log_line(state, CONFLICT_LINE.format(", ".join(result.conflicts)))
+            record(state, folder.path, door.store.change_mark())
+        imported = result.imported
+        exported = result.exported
+        changed = len(imported.created) + len(imported.updated) + len(imported.deleted)
+        written = len(exported.written) + len(exported.removed) if exported else 0
+        if changed or written:
+            err(f"{_now()} claude sync: {changed} memories imported, {written} files written")

@@ -1,0 +1,99 @@
+"""Claude Code's memory folder kept in step with the store by itself: at SessionStart, `memctl
+hook` compares a fingerprint of the folder (name, size and mtime of each Markdown file in it)
+and the store's change mark (its history's last id) with what the last sync recorded, and
+when either changed starts `memctl claude sync` detached (as the learning worker is started:
+integrations/claude_sessions.py), so that Claude Code never waits for a sync. When nothing
+changed, nothing is read past a directory listing and nothing is written.
+
+The record is a small JSON file beside the learning queue (`.memory/sessions/`), written by
+the sync once it has run: {"folder": str, "files": [[name, size, mtime_ns], ...], "mark": [...]}.
+The sync runs one at a time per store, under the store's run lock of kind SYNC_RUN.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from memstore.integrations.claude_sessions import note_once, start_worker
+
+STATE_FILE = "claude-code-sync.json"
+# The kind of run_lock.run_alone's lock a sync holds: one sync per store.
+SYNC_RUN = "claude-sync"
+SYNC_COMMAND = (sys.executable, "-m", "memctl", "claude", "sync")
+
+CONFLICT_LINE = (
+    "left as they are, changed both in Claude Code's folder and in the store: {}; keep the"
+    " file's with 'memctl claude import --force', the store's with 'memctl claude export --force'"
+)
+
+Fingerprint = list[list[Any]]
+
+
+def fingerprint(folder: Path) -> Fingerprint | None:
+    """Name, size and mtime (ns) of each Markdown file directly in `folder`, by name; None
+    when there is no such folder. One directory listing: no file is opened."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return None
+    found: Fingerprint = []
+    for entry in entries:
+        if not entry.name.endswith(".md"):
+            continue
+        try:
+            status = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        found.append([entry.name, status.st_size, status.st_mtime_ns])
+    return sorted(found)
+
+
+def recorded(state_folder: Path) -> dict[str, Any]:
+    """What the last sync recorded; nothing when it has not run (or its file is unreadable)."""
+    try:
+        data = json.loads((state_folder / STATE_FILE).read_bytes())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def needs_sync(state_folder: Path, folder: Path, mark: Sequence[Any]) -> bool:
+    """Whether the folder or the store changed since the last sync (never: a folder that
+    does not exist, which Claude Code makes when it first saves a memory)."""
+    files = fingerprint(folder)
+    if files is None:
+        return False
+    last = recorded(state_folder)
+    return (
+        last.get("folder") != str(folder)
+        or last.get("files") != files
+        or last.get("mark") != list(mark)
+    )
+
+
+def record(state_folder: Path, folder: Path, mark: Sequence[Any]) -> None:
+    """Record the folder and the store as the sync left them (atomically)."""
+    state_folder.mkdir(mode=0o700, exist_ok=True)
+    data = {"folder": str(folder), "files": fingerprint(folder) or [], "mark": list(mark)}
+    path = state_folder / STATE_FILE
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+    with os.fdopen(os.open(temporary, flags, 0o600), "w", encoding="utf-8") as file:
+        file.write(json.dumps(data) + "\n")
+    os.replace(temporary, path)
+
+
+def start_sync(state_folder: Path, cwd: Path, db: str | None) -> int:
+    """Start `memctl claude sync` detached, its output in the learning log. The process id."""
+    state_folder.mkdir(mode=0o700, exist_ok=True)
+    return start_worker(state_folder, cwd, db, command=SYNC_COMMAND)
+
+
+def log_line(state_folder: Path, line: str) -> None:
+    """One line in the learning log (a conflict said at every sync would repeat: said once)."""
+    note_once(state_folder, line, source="claude sync")

@@ -1,0 +1,195 @@
+"""Claude Code's memory folder kept in step by itself: the real `memctl hook` answers
+SessionStart and starts `memctl claude sync` detached when the folder or the store changed,
+with a fake HOME holding Claude Code's folder and a workspace with a store."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from memstore.integrations.claude_sessions import LOG_FILE
+from memstore.integrations.claude_sync import STATE_FILE
+from memstore.storage.store import MemoryStore
+
+MEMCTL = Path(sys.executable).with_name("memctl")
+NOTE = (
+    b"---\nname: ci-runner\ndescription: CI runs on GitHub Actions\ntype: project\n---\n\n"
+    b"Actions.\n"
+)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "my_project"
+    (root / ".git").mkdir(parents=True)
+    with MemoryStore(root / ".memory" / "memstore.db", actor="test") as store:
+        store.create("deploy-staging", "project", "How to deploy", "Run `make deploy`.")
+    return root
+
+
+@pytest.fixture
+def folder(home: Path, project: Path) -> Path:
+    """Claude Code's memory folder of the project, by its rule written out here again."""
+    slug = re.sub(r"[^a-zA-Z0-9]", "-", str(project))
+    memory = home / ".claude" / "projects" / slug / "memory"
+    memory.mkdir(parents=True)
+    return memory
+
+
+def environment(home: Path) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("MEMSTORE_", "ANTHROPIC_")) and k != "CLAUDE_CONFIG_DIR"
+    }
+    env.update(HOME=str(home), MEMSTORE_SETTINGS=os.devnull)
+    return env
+
+
+def state(project: Path) -> Path:
+    return project / ".memory" / "sessions" / STATE_FILE
+
+
+def log_lines(project: Path) -> list[str]:
+    log = project / ".memory" / "sessions" / LOG_FILE
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def sync_processes(cwd: Path) -> list[int]:
+    """The `memctl claude sync` processes running in `cwd` (not another test's)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+            where = Path(os.readlink(entry / "cwd"))
+        except OSError:
+            continue
+        if where == cwd and b"claude" in command and b"sync" in command:
+            found.append(int(entry.name))
+    return found
+
+
+def session_start(project: Path, home: Path) -> subprocess.CompletedProcess[bytes]:
+    event = {"session_id": "s1", "hook_event_name": "SessionStart", "cwd": str(project)}
+    return subprocess.run(
+        [str(MEMCTL), "hook"],
+        input=json.dumps(event).encode(),
+        capture_output=True,
+        env=environment(home),
+        cwd=project,
+    )
+
+
+def synced(project: Path, home: Path) -> subprocess.CompletedProcess[bytes]:
+    """SessionStart, then wait until the sync it started has recorded its work and ended."""
+    before = state(project).stat().st_mtime_ns if state(project).exists() else None
+    done = session_start(project, home)
+    assert done.returncode == 0 and done.stderr == b"", done.stderr
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        now = state(project).stat().st_mtime_ns if state(project).exists() else None
+        if now != before and not sync_processes(project):
+            return done
+        time.sleep(0.05)
+    raise AssertionError(f"no sync recorded: {log_lines(project)}")
+
+
+def entries(folder: Path) -> dict[str, tuple[int, int]]:
+    return {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir()}
+
+
+def bodies(project: Path) -> dict[str, str]:
+    with MemoryStore(project / ".memory" / "memstore.db", actor="test") as store:
+        return {m.name: m.body for m in store.memories()}
+
+
+def test_each_side_gets_the_others_new_memory_and_nothing_changed_starts_nothing(
+    project: Path, home: Path, folder: Path
+) -> None:
+    (folder / "ci_runner.md").write_bytes(NOTE)
+    answered = synced(project, home)
+    context = json.loads(answered.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "deploy-staging" in context
+    # Claude Code's new file is a memory; the store's memory a new file, in MEMORY.md.
+    assert bodies(project)["ci-runner"].strip() == "Actions."
+    assert (folder / "ci_runner.md").read_bytes() == NOTE
+    assert "Run `make deploy`." in (folder / "deploy-staging.md").read_text()
+    assert "(deploy-staging.md)" in (folder / "MEMORY.md").read_text()
+
+    # A memory added in memstore reaches the folder at the next SessionStart.
+    with MemoryStore(project / ".memory" / "memstore.db", actor="test") as store:
+        store.create("fridays", "project", "No deploys on Fridays", "Never on a Friday.")
+    synced(project, home)
+    assert "Never on a Friday." in (folder / "fridays.md").read_text()
+    assert "ci-runner" in bodies(project)
+
+    # Nothing changed on either side: no sync started, no file written.
+    files, recorded = entries(folder), state(project).stat().st_mtime_ns
+    memory_files = entries(project / ".memory")
+    lines = log_lines(project)
+    started = time.monotonic()
+    done = session_start(project, home)
+    assert done.returncode == 0 and done.stderr == b"" and done.stdout
+    assert time.monotonic() - started < 5
+    time.sleep(0.5)  # a sync started would have begun by now
+    assert not sync_processes(project)
+    assert entries(folder) == files
+    assert state(project).stat().st_mtime_ns == recorded
+    assert entries(project / ".memory") == memory_files
+    assert log_lines(project) == lines
+
+
+def test_a_file_changed_on_both_sides_is_left_as_it_is_in_one_log_line(
+    project: Path, home: Path, folder: Path
+) -> None:
+    (folder / "ci_runner.md").write_bytes(NOTE)
+    synced(project, home)
+    # Edited in both places since the sync.
+    edited = NOTE.replace(b"Actions.", b"Actions, and Buildkite for the nightly run.")
+    (folder / "ci_runner.md").write_bytes(edited)
+    with MemoryStore(project / ".memory" / "memstore.db", actor="test") as store:
+        store.update("ci-runner", body="GitLab CI now.")
+    synced(project, home)
+    assert (folder / "ci_runner.md").read_bytes() == edited
+    assert bodies(project)["ci-runner"].strip() == "GitLab CI now."
+    left = [line for line in log_lines(project) if "left as they are" in line]
+    assert len(left) == 1 and "ci_runner.md" in left[0], log_lines(project)
+    # The sync recorded what it left: the next SessionStart starts none, says nothing again.
+    lines = log_lines(project)
+    assert session_start(project, home).returncode == 0
+    time.sleep(0.5)
+    assert not sync_processes(project) and log_lines(project) == lines
+    # Settled by hand: the file's text kept, and the folder in step again.
+    run = subprocess.run(
+        [str(MEMCTL), "claude", "import", "--force"],
+        env=environment(home),
+        cwd=project,
+        capture_output=True,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "Buildkite" in bodies(project)["ci-runner"]
+    synced(project, home)
+    assert (folder / "ci_runner.md").read_bytes() == edited
+    assert [line for line in log_lines(project) if "left as they are" in line] == left
+
+
+def test_no_claude_folder_starts_no_sync(project: Path, home: Path) -> None:
+    done = session_start(project, home)
+    assert done.returncode == 0 and done.stderr == b""
+    time.sleep(0.3)
+    assert not sync_processes(project)
+    assert not state(project).exists()
