@@ -26,18 +26,6 @@ from pathlib import Path
 from typing import Any
 
 from memstore.errors import InvalidHookInput, StoreUnavailable
-from memstore.integrations.claude_folder import find_folder
-from memstore.integrations.claude_sessions import (
-    LEARNING_EVENTS,
-    NO_MODEL,
-    has_unread,
-    learning_folder,
-    note_once,
-    record_session,
-    start_worker,
-    worker_running,
-)
-from memstore.integrations.claude_sync import needs_sync, start_sync
 from memstore.llm.messages import recent_user_text
 from memstore.recall.block import as_data, memories_block
 from memstore.recall.keyword import keyword_recall
@@ -96,11 +84,14 @@ def _respond(raw: bytes | str, db: Path | str | None, settings: Settings) -> str
     event = _read_event(raw)
     name = event.get("hook_event_name")
     given = db if db is not None else settings.db
-    if name in LEARNING_EVENTS:
-        _learn_later(event, given, settings)
-        return ""
     answer = _ANSWERS.get(name) if isinstance(name, str) else None
     if answer is None:
+        # Imported here: what records and starts workers is no prompt's business.
+        from memstore.integrations.claude_sessions import LEARNING_EVENTS
+
+        if name in LEARNING_EVENTS:
+            _learn_later(event, given, settings)
+            return ""
         raise InvalidHookInput(
             f"hook_event_name {name!r} is not an event memctl hook answers"
             f" ({USER_PROMPT_SUBMIT}, {SESSION_START}, {', '.join(LEARNING_EVENTS)})"
@@ -128,6 +119,16 @@ def _respond(raw: bytes | str, db: Path | str | None, settings: Settings) -> str
 def _learn_later(event: dict[str, Any], given: Path | str | None, settings: Settings) -> None:
     """Stop, SessionEnd, PreCompact: record the session's transcript for the worker and start
     it when none is running; no model is asked here, and the database is not opened."""
+    from memstore.integrations.claude_sessions import (
+        NO_MODEL,
+        has_unread,
+        learning_folder,
+        note_once,
+        record_session,
+        start_worker,
+        worker_running,
+    )
+
     start = _start(event)
     database, workspace = locate(given, start, settings.ceiling_directories, settings.namespace)
     if isinstance(database, Path) and not database.is_file():
@@ -157,6 +158,10 @@ def _sync_later(
     """SessionStart: when Claude Code's memory folder or the store changed since the last
     sync, start `memctl claude sync` detached; when neither did, nothing is read or written.
     Never in the way of the index: whatever fails is logged in one line."""
+    from memstore.integrations.claude_folder import find_folder
+    from memstore.integrations.claude_sessions import learning_folder
+    from memstore.integrations.claude_sync import needs_sync, start_sync
+
     try:
         folder = find_folder(workspace.root, settings.claude_config_dir).path
         state = learning_folder(database, workspace)
