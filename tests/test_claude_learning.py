@@ -248,7 +248,7 @@ def test_a_stated_preference_is_learned_once_in_a_run_of_its_session(
     run_hook(stop_event(transcript), env, project)
     run_hook(stop_event(transcript, "SessionEnd"), env, project)
     time.sleep(1)
-    assert not _learn_processes(project) and len(worker_reports(project)) == 1
+    assert not memctl_processes(project, "claude", "learn") and len(worker_reports(project)) == 1
     # The session ended, read to its end: it leaves the queue.
     assert recorded_sessions(sessions_folder(project)) == []
     # A worker started all the same (by hand) finds nothing new and asks nothing.
@@ -345,7 +345,7 @@ def test_the_stop_hook_returns_at_once_and_the_worker_runs_detached(
     elapsed = time.monotonic() - started
     assert done.returncode == 0 and done.stdout == b"" and done.stderr == b""
     assert elapsed < 3, elapsed
-    workers = _learn_processes(project)
+    workers = memctl_processes(project, "claude", "learn")
     assert workers, "no worker was started"
     assert all(os.getsid(pid) == pid for pid in workers)  # a session of its own
     wait_for_reports(project, 1)
@@ -360,7 +360,7 @@ def test_no_model_key_skips_in_one_line_and_keeps_the_session(
     for _ in range(3):
         done = run_hook(stop_event(transcript), environment(home, None), project)
         assert done.returncode == 0 and done.stdout == b"" and done.stderr == b""
-    assert not _learn_processes(project)
+    assert not memctl_processes(project, "claude", "learn")
     log = sessions_folder(project) / LOG_FILE
     assert log.read_text().count("\n") == 1 and "no model" in log.read_text()
     # The worker run by hand says the same in one line, and leaves the session unread.
@@ -420,8 +420,10 @@ def test_untrusted_lines_are_skipped_and_a_line_being_written_waits(tmp_path: Pa
     assert later.end == transcript.path.stat().st_size
 
 
-def _learn_processes(cwd: Path) -> list[int]:
-    """The `memctl claude learn` processes running in `cwd` (not another test's)."""
+def memctl_processes(cwd: Path, *words: str) -> list[int]:
+    """The memctl processes running in `cwd` (not another test's) whose command line ends in
+    `words` (`claude learn`: the worker the hook starts)."""
+    tail = [word.encode() for word in words]
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -431,9 +433,8 @@ def _learn_processes(cwd: Path) -> list[int]:
             folder = Path(os.readlink(entry / "cwd"))
         except OSError:
             continue
-        if folder != cwd:
-            continue
-        if command[-3:-1] == [b"claude", b"learn"] or command[-2:] == [b"claude", b"learn"]:
+        # The command line read from /proc ends in an empty word (its last NUL).
+        if folder == cwd and tail in (command[-len(tail) :], command[-len(tail) - 1 : -1]):
             found.append(int(entry.name))
     return found
 
@@ -605,7 +606,7 @@ def test_no_second_worker_while_one_holds_the_store(
         assert done.returncode == 0 and done.stderr == b""
         # The session is recorded for the worker that holds the lock; none is started.
         assert recorded_sessions(sessions_folder(project))[0].session_id == SESSION
-        assert not _learn_processes(project)
+        assert not memctl_processes(project, "claude", "learn")
         # A worker started by hand finds the lock held and stops at once.
         learn = subprocess.run(
             [str(MEMCTL), "claude", "learn"], env=env, cwd=project, capture_output=True

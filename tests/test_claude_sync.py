@@ -17,6 +17,7 @@ import pytest
 from memstore.integrations.claude_sessions import LOG_FILE
 from memstore.integrations.claude_sync import STATE_FILE
 from memstore.storage.store import MemoryStore
+from tests.test_claude_learning import memctl_processes
 
 MEMCTL = Path(sys.executable).with_name("memctl")
 NOTE = (
@@ -67,22 +68,6 @@ def log_lines(project: Path) -> list[str]:
     return log.read_text().splitlines() if log.exists() else []
 
 
-def sync_processes(cwd: Path) -> list[int]:
-    """The `memctl claude sync` processes running in `cwd` (not another test's)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            command = (entry / "cmdline").read_bytes().split(b"\0")
-            where = Path(os.readlink(entry / "cwd"))
-        except OSError:
-            continue
-        if where == cwd and b"claude" in command and b"sync" in command:
-            found.append(int(entry.name))
-    return found
-
-
 def session_start(project: Path, home: Path) -> subprocess.CompletedProcess[bytes]:
     event = {"session_id": "s1", "hook_event_name": "SessionStart", "cwd": str(project)}
     return subprocess.run(
@@ -102,7 +87,7 @@ def synced(project: Path, home: Path) -> subprocess.CompletedProcess[bytes]:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         now = state(project).stat().st_mtime_ns if state(project).exists() else None
-        if now != before and not sync_processes(project):
+        if now != before and not memctl_processes(project, "claude", "sync"):
             return done
         time.sleep(0.05)
     raise AssertionError(f"no sync recorded: {log_lines(project)}")
@@ -146,7 +131,7 @@ def test_each_side_gets_the_others_new_memory_and_nothing_changed_starts_nothing
     assert done.returncode == 0 and done.stderr == b"" and done.stdout
     assert time.monotonic() - started < 5
     time.sleep(0.5)  # a sync started would have begun by now
-    assert not sync_processes(project)
+    assert not memctl_processes(project, "claude", "sync")
     assert entries(folder) == files
     assert state(project).stat().st_mtime_ns == recorded
     assert entries(project / ".memory") == memory_files
@@ -172,7 +157,7 @@ def test_a_file_changed_on_both_sides_is_left_as_it_is_in_one_log_line(
     lines = log_lines(project)
     assert session_start(project, home).returncode == 0
     time.sleep(0.5)
-    assert not sync_processes(project) and log_lines(project) == lines
+    assert not memctl_processes(project, "claude", "sync") and log_lines(project) == lines
     # Settled by hand: the file's text kept, and the folder in step again.
     run = subprocess.run(
         [str(MEMCTL), "claude", "import", "--force"],
@@ -191,5 +176,5 @@ def test_no_claude_folder_starts_no_sync(project: Path, home: Path) -> None:
     done = session_start(project, home)
     assert done.returncode == 0 and done.stderr == b""
     time.sleep(0.3)
-    assert not sync_processes(project)
+    assert not memctl_processes(project, "claude", "sync")
     assert not state(project).exists()
