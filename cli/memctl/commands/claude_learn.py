@@ -1,6 +1,7 @@
 """`memctl claude learn`: the worker `memctl hook` starts, detached, at Claude Code's Stop,
 SessionEnd and PreCompact, to learn from the sessions it recorded (the library's
-integrations/claude_learning.py). Its output goes to the log beside the queue
+integrations/claude_learning.py), then to consolidate the store when that is due
+(integrations/claude_consolidation.py). Its output goes to the log beside the queue
 (`.memory/sessions/claude-code-learning.log`): one line per thing worth saying, timestamped."""
 
 from __future__ import annotations
@@ -10,7 +11,11 @@ import sys
 
 from memctl.context import State, err, no_database_yet
 
-LOGGERS = ("memstore.integrations.claude_learning", "memstore.learning.extract")
+LOGGERS = (
+    "memstore.integrations.claude_learning",
+    "memstore.integrations.claude_consolidation",
+    "memstore.learning.extract",
+)
 
 
 def learn() -> None:
@@ -37,7 +42,8 @@ def learn() -> None:
         return
     with door:
         report = learn_sessions(door.store, client, learning_folder(State.db, State.workspace))
-        if report.created or report.updated:
+        consolidated = report.consolidated
+        if report.created or report.updated or (consolidated and consolidated.applied):
             door.export()
     if report.busy:
         return
@@ -45,6 +51,12 @@ def learn() -> None:
         f"{_now()} claude learn: {len(report.sessions)} session(s), {report.model_calls} model"
         f" call(s), {len(report.created)} created, {len(report.updated)} updated"
         + (f"; left for later: {', '.join(report.failed)}" if report.failed else "")
+        + (
+            f"; consolidated {consolidated.plan.before} → {consolidated.plan.after} memories"
+            f" (run {(consolidated.run_id or '')[:8]})"
+            if consolidated is not None
+            else ""
+        )
     )
 
 
