@@ -148,9 +148,17 @@ def test_a_file_changed_on_both_sides_is_left_as_it_is_in_one_log_line(
     (folder / "ci_runner.md").write_bytes(edited)
     with MemoryStore(project / ".memory" / "memstore.db", actor="test") as store:
         store.update("ci-runner", body="GitLab CI now.")
+        # Changed in the store alone: written back while the conflict stands.
+        store.update("deploy-staging", body="Run `make deploy ENV=staging` from main.")
+        store.create("fridays", "project", "No deploys on Fridays", "Never on a Friday.")
     synced(project, home)
     assert (folder / "ci_runner.md").read_bytes() == edited
     assert bodies(project)["ci-runner"].strip() == "GitLab CI now."
+    assert "from main." in (folder / "deploy-staging.md").read_text()
+    assert "Never on a Friday." in (folder / "fridays.md").read_text()
+    index = (folder / "MEMORY.md").read_text()
+    assert "(fridays.md)" in index and "(ci_runner.md)" in index
+    assert json.loads(state(project).read_text())["conflicts"] == ["ci_runner.md"]
     left = [line for line in log_lines(project) if "left as they are" in line]
     assert len(left) == 1 and "ci_runner.md" in left[0], log_lines(project)
     # The sync recorded what it left: the next SessionStart starts none, says nothing again.
@@ -170,6 +178,37 @@ def test_a_file_changed_on_both_sides_is_left_as_it_is_in_one_log_line(
     synced(project, home)
     assert (folder / "ci_runner.md").read_bytes() == edited
     assert [line for line in log_lines(project) if "left as they are" in line] == left
+    assert json.loads(state(project).read_text())["conflicts"] == []
+
+
+def test_a_file_that_cannot_be_imported_is_named_with_why_and_the_rest_imported(
+    project: Path, home: Path, folder: Path
+) -> None:
+    (folder / "ci_runner.md").write_bytes(NOTE)
+    (folder / "bad_type.md").write_bytes(NOTE.replace(b"type: project", b"type: banana"))
+    (folder / "scratch.md").write_bytes(b"Things to look at on Monday.\n")
+    synced(project, home)
+    assert bodies(project)["ci-runner"].strip() == "Actions."
+    assert "Run `make deploy`." in (folder / "deploy-staging.md").read_text()
+    skipped = [line for line in log_lines(project) if "not imported" in line]
+    assert len(skipped) == 2, log_lines(project)
+    assert str(folder / "bad_type.md") in skipped[0] and "unknown type 'banana'" in skipped[0]
+    assert str(folder / "scratch.md") in skipped[1] and "no frontmatter" in skipped[1]
+    status = json.loads(state(project).read_text())["skipped"]
+    assert set(status) == {"bad_type.md", "scratch.md"}
+    assert "unknown type" in status["bad_type.md"]
+
+    # Still there at the next sync, for the same reason: not said again.
+    with MemoryStore(project / ".memory" / "memstore.db", actor="test") as store:
+        store.create("fridays", "project", "No deploys on Fridays", "Never on a Friday.")
+    synced(project, home)
+    assert (folder / "fridays.md").exists()
+    assert [line for line in log_lines(project) if "not imported" in line] == skipped
+    # Mended: imported, and no longer in the status.
+    (folder / "bad_type.md").write_bytes(NOTE.replace(b"ci-runner", b"bad-type"))
+    synced(project, home)
+    assert "bad-type" in bodies(project)
+    assert set(json.loads(state(project).read_text())["skipped"]) == {"scratch.md"}
 
 
 def test_no_claude_folder_starts_no_sync(project: Path, home: Path) -> None:

@@ -78,12 +78,13 @@ def _now() -> str:
 
 def sync() -> None:
     """Import Claude Code's memory folder's edits, then write the store's changes back to it,
-    with import's and export's rules without --force; a file changed in both places is left
-    (run by the hook at SessionStart, detached, when either side changed; one at a time)."""
+    with import's and export's rules without --force; a file changed in both places is left,
+    and one that cannot be imported is named with why (run by the hook at SessionStart,
+    detached, when either side changed; one at a time)."""
     from memstore.errors import MemstoreError
     from memstore.integrations.claude_code import ACTOR, find_folder, sync_folder
     from memstore.integrations.claude_sessions import learning_folder
-    from memstore.integrations.claude_sync import CONFLICT_LINE, SYNC_RUN, log_line, record
+    from memstore.integrations.claude_sync import SYNC_RUN, log_left, record
     from memstore.integrations.door import Door
     from memstore.storage.run_lock import run_alone
 
@@ -104,12 +105,17 @@ def sync() -> None:
             except MemstoreError as error:
                 err(f"{_now()} claude sync: {error}")
                 return
-            if result.conflicts:
-                log_line(state, CONFLICT_LINE.format(", ".join(result.conflicts)))
-            record(state, folder.path, door.store.change_mark())
+            log_left(state, folder.path, result.conflicts, result.skipped)
+            record(
+                state,
+                folder.path,
+                door.store.change_mark(),
+                conflicts=result.conflicts,
+                skipped=result.skipped,
+            )
         imported = result.imported
         exported = result.exported
         changed = len(imported.created) + len(imported.updated) + len(imported.deleted)
-        written = len(exported.written) + len(exported.removed) if exported else 0
+        written = len(exported.written) + len(exported.removed)
         if changed or written:
             err(f"{_now()} claude sync: {changed} memories imported, {written} files written")
