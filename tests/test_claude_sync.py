@@ -249,7 +249,7 @@ def test_the_folder_is_kept_in_step_with_a_server_store(
     assert [line for line in log_lines(project) if "not imported" in line and "bad_type" in line]
     with MemoryStore(postgres_url, actor="test") as store:
         runs = [run for run in store.history.runs() if run["actor"] == "claude-code"]
-        assert runs and runs[0]["created"] == 1
+        assert runs and runs[0]["created"] == 1 and runs[0]["command"] == "memctl claude sync"
 
     # A change on the server reaches the folder, one in the folder the server.
     with MemoryStore(postgres_url, actor="test") as store:

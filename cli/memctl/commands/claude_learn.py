@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import sys
 
-from memctl.context import State, err, no_database_yet
+from memctl.context import State, command_line, err, no_database_yet
 
 LOGGERS = (
     "memstore.integrations.claude_learning",
@@ -97,6 +97,7 @@ def sync() -> None:
         err(f"{_now()} claude sync: no folder {folder.path}: nothing synced")
         return
     with Door.open(ACTOR, db=State.db, settings=State.settings, create=False) as door:
+        door.store.command = command_line()  # its runs say they are the sync's
         with run_alone(door.store, SYNC_RUN) as alone:
             if not alone:
                 return  # another sync runs: it records what it leaves
