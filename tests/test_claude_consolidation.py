@@ -237,3 +237,22 @@ def test_no_model_key_skips_learning_and_consolidation_in_one_line(
     assert done.stderr.count("\n") == 1 and "nothing is consolidated" in done.stderr
     assert consolidations(project) == []
     assert not (project / ".memory" / "sessions" / LOG_FILE).exists()
+
+
+def test_due_on_a_server_store_one_consolidation(
+    tmp_path: Path, home: Path, anthropic_server: AnthropicServer, postgres_url: str
+) -> None:
+    project = tmp_path / "server-project"
+    (project / ".memory").mkdir(parents=True)  # where the queue and the log are kept
+    with MemoryStore(postgres_url, actor="test") as store:
+        for i in range(10):
+            store.create(f"note-{i}", "project", f"Note {i} on the release", f"Release note {i}.")
+    anthropic_server.script(
+        *record_sessions(project, home, MIN_SESSIONS), text_reply(json.dumps(MERGE))
+    )
+    env = {**environment(home, anthropic_server), "MEMSTORE_DB": postgres_url}
+    done = learn(project, env)
+    assert "consolidated 15 → 14 memories" in done.stderr, done.stderr
+    with MemoryStore(postgres_url, actor="test") as store:
+        runs = [run for run in store.history.runs() if run["actor"] == CONSOLIDATION]
+        assert len(runs) == 1 and store.find("fact-1") is None
