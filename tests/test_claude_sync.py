@@ -49,13 +49,15 @@ def folder(home: Path, project: Path) -> Path:
     return memory
 
 
-def environment(home: Path) -> dict[str, str]:
+def environment(home: Path, db: str | None = None) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("MEMSTORE_", "ANTHROPIC_")) and k != "CLAUDE_CONFIG_DIR"
     }
     env.update(HOME=str(home), MEMSTORE_SETTINGS=os.devnull)
+    if db is not None:
+        env["MEMSTORE_DB"] = db
     return env
 
 
@@ -68,21 +70,23 @@ def log_lines(project: Path) -> list[str]:
     return log.read_text().splitlines() if log.exists() else []
 
 
-def session_start(project: Path, home: Path) -> subprocess.CompletedProcess[bytes]:
+def session_start(
+    project: Path, home: Path, db: str | None = None
+) -> subprocess.CompletedProcess[bytes]:
     event = {"session_id": "s1", "hook_event_name": "SessionStart", "cwd": str(project)}
     return subprocess.run(
         [str(MEMCTL), "hook"],
         input=json.dumps(event).encode(),
         capture_output=True,
-        env=environment(home),
+        env=environment(home, db),
         cwd=project,
     )
 
 
-def synced(project: Path, home: Path) -> subprocess.CompletedProcess[bytes]:
+def synced(project: Path, home: Path, db: str | None = None) -> subprocess.CompletedProcess[bytes]:
     """SessionStart, then wait until the sync it started has recorded its work and ended."""
     before = state(project).stat().st_mtime_ns if state(project).exists() else None
-    done = session_start(project, home)
+    done = session_start(project, home, db)
     assert done.returncode == 0 and done.stderr == b"", done.stderr
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -97,8 +101,10 @@ def entries(folder: Path) -> dict[str, tuple[int, int]]:
     return {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir()}
 
 
-def bodies(project: Path) -> dict[str, str]:
-    with MemoryStore(project / ".memory" / "memstore.db", actor="test") as store:
+def bodies(project: Path | str) -> dict[str, str]:
+    """The store's memories' bodies: the project's, or the server's at the URL."""
+    location = project / ".memory" / "memstore.db" if isinstance(project, Path) else project
+    with MemoryStore(location, actor="test") as store:
         return {m.name: m.body for m in store.memories()}
 
 
@@ -148,9 +154,17 @@ def test_a_file_changed_on_both_sides_is_left_as_it_is_in_one_log_line(
     (folder / "ci_runner.md").write_bytes(edited)
     with MemoryStore(project / ".memory" / "memstore.db", actor="test") as store:
         store.update("ci-runner", body="GitLab CI now.")
+        # Changed in the store alone: written back while the conflict stands.
+        store.update("deploy-staging", body="Run `make deploy ENV=staging` from main.")
+        store.create("fridays", "project", "No deploys on Fridays", "Never on a Friday.")
     synced(project, home)
     assert (folder / "ci_runner.md").read_bytes() == edited
     assert bodies(project)["ci-runner"].strip() == "GitLab CI now."
+    assert "from main." in (folder / "deploy-staging.md").read_text()
+    assert "Never on a Friday." in (folder / "fridays.md").read_text()
+    index = (folder / "MEMORY.md").read_text()
+    assert "(fridays.md)" in index and "(ci_runner.md)" in index
+    assert json.loads(state(project).read_text())["conflicts"] == ["ci_runner.md"]
     left = [line for line in log_lines(project) if "left as they are" in line]
     assert len(left) == 1 and "ci_runner.md" in left[0], log_lines(project)
     # The sync recorded what it left: the next SessionStart starts none, says nothing again.
@@ -170,6 +184,37 @@ def test_a_file_changed_on_both_sides_is_left_as_it_is_in_one_log_line(
     synced(project, home)
     assert (folder / "ci_runner.md").read_bytes() == edited
     assert [line for line in log_lines(project) if "left as they are" in line] == left
+    assert json.loads(state(project).read_text())["conflicts"] == []
+
+
+def test_a_file_that_cannot_be_imported_is_named_with_why_and_the_rest_imported(
+    project: Path, home: Path, folder: Path
+) -> None:
+    (folder / "ci_runner.md").write_bytes(NOTE)
+    (folder / "bad_type.md").write_bytes(NOTE.replace(b"type: project", b"type: banana"))
+    (folder / "scratch.md").write_bytes(b"Things to look at on Monday.\n")
+    synced(project, home)
+    assert bodies(project)["ci-runner"].strip() == "Actions."
+    assert "Run `make deploy`." in (folder / "deploy-staging.md").read_text()
+    skipped = [line for line in log_lines(project) if "not imported" in line]
+    assert len(skipped) == 2, log_lines(project)
+    assert str(folder / "bad_type.md") in skipped[0] and "unknown type 'banana'" in skipped[0]
+    assert str(folder / "scratch.md") in skipped[1] and "no frontmatter" in skipped[1]
+    status = json.loads(state(project).read_text())["skipped"]
+    assert set(status) == {"bad_type.md", "scratch.md"}
+    assert "unknown type" in status["bad_type.md"]
+
+    # Still there at the next sync, for the same reason: not said again.
+    with MemoryStore(project / ".memory" / "memstore.db", actor="test") as store:
+        store.create("fridays", "project", "No deploys on Fridays", "Never on a Friday.")
+    synced(project, home)
+    assert (folder / "fridays.md").exists()
+    assert [line for line in log_lines(project) if "not imported" in line] == skipped
+    # Mended: imported, and no longer in the status.
+    (folder / "bad_type.md").write_bytes(NOTE.replace(b"ci-runner", b"bad-type"))
+    synced(project, home)
+    assert "bad-type" in bodies(project)
+    assert set(json.loads(state(project).read_text())["skipped"]) == {"scratch.md"}
 
 
 def test_no_claude_folder_starts_no_sync(project: Path, home: Path) -> None:
@@ -178,3 +223,46 @@ def test_no_claude_folder_starts_no_sync(project: Path, home: Path) -> None:
     time.sleep(0.3)
     assert not memctl_processes(project, "claude", "sync")
     assert not state(project).exists()
+
+
+def test_the_folder_is_kept_in_step_with_a_server_store(
+    tmp_path: Path, home: Path, postgres_url: str
+) -> None:
+    project = tmp_path / "server_project"
+    (project / ".git").mkdir(parents=True)
+    (project / ".memory").mkdir()  # where the sync's record and the log are kept
+    slug = re.sub(r"[^a-zA-Z0-9]", "-", str(project))
+    folder = home / ".claude" / "projects" / slug / "memory"
+    folder.mkdir(parents=True)
+    with MemoryStore(postgres_url, actor="test") as store:
+        store.create("deploy-staging", "project", "How to deploy", "Run `make deploy`.")
+        # A person's own memory: their folder, in their home, gets it.
+        store.create("user-editor", "user", "Uses Helix", "The user edits in Helix.")
+    (folder / "ci_runner.md").write_bytes(NOTE)
+    (folder / "bad_type.md").write_bytes(NOTE.replace(b"type: project", b"type: banana"))
+    synced(project, home, postgres_url)
+    assert bodies(postgres_url)["ci-runner"].strip() == "Actions."
+    assert "Run `make deploy`." in (folder / "deploy-staging.md").read_text()
+    assert "Helix" in (folder / "user-editor.md").read_text()
+    index = (folder / "MEMORY.md").read_text()
+    assert "(deploy-staging.md)" in index and "(user-editor.md)" in index
+    assert [line for line in log_lines(project) if "not imported" in line and "bad_type" in line]
+    with MemoryStore(postgres_url, actor="test") as store:
+        runs = [run for run in store.history.runs() if run["actor"] == "claude-code"]
+        assert runs and runs[0]["created"] == 1 and runs[0]["command"] == "memctl claude sync"
+
+    # A change on the server reaches the folder, one in the folder the server.
+    with MemoryStore(postgres_url, actor="test") as store:
+        store.update("deploy-staging", body="Run `make deploy` from main.")
+    (folder / "ci_runner.md").write_bytes(NOTE.replace(b"Actions.", b"Actions and Buildkite."))
+    synced(project, home, postgres_url)
+    assert "from main." in (folder / "deploy-staging.md").read_text()
+    assert bodies(postgres_url)["ci-runner"].strip() == "Actions and Buildkite."
+
+    # Nothing changed on either side: no sync.
+    files, lines = entries(folder), log_lines(project)
+    done = session_start(project, home, postgres_url)
+    assert done.returncode == 0 and done.stderr == b"" and b"deploy-staging" in done.stdout
+    time.sleep(0.5)
+    assert not memctl_processes(project, "claude", "sync")
+    assert entries(folder) == files and log_lines(project) == lines

@@ -63,6 +63,9 @@ class ExportResult:
     unchanged: int = 0
     # One line each, for the user: e.g. a hand-written MEMORY.md left alone.
     notes: list[str] = field(default_factory=list)
+    # With `hold_conflicts`: the files left as they are, each with which side is newer
+    # (ExportConflict's reasons).
+    held: dict[str, str] = field(default_factory=dict)
 
 
 def export_memories(
@@ -73,9 +76,12 @@ def export_memories(
     dry_run: bool = False,
     index: IndexUpdate | None = None,
     personal: bool = False,
+    hold_conflicts: bool = False,
 ) -> ExportResult:
     """Write the folder; with `dry_run`, only say what would be written and removed. `index`
-    writes MEMORY.md in another tool's form instead of memstore's.
+    writes MEMORY.md in another tool's form instead of memstore's. `hold_conflicts`: the
+    files that would be conflicts are left as they are (and in `held`), and every other file
+    is written, instead of ExportConflict with nothing written.
 
     On a server a person's `user` memories are theirs alone (row-level security): they are
     written only to a `personal` folder (Claude Code's, in their home). Any other folder may
@@ -89,7 +95,7 @@ def export_memories(
         raise ExportFailed(f"cannot create {directory}: {error.strerror or error}") from None
     with folder_lock(directory):
         try:
-            return _export_locked(store, directory, force, dry_run, index, personal)
+            return _export_locked(store, directory, force, dry_run, index, personal, hold_conflicts)
         except OSError as error:
             where = error.filename or directory
             raise ExportFailed(f"cannot read {where}: {error.strerror or error}") from None
@@ -102,6 +108,7 @@ def _export_locked(
     dry_run: bool,
     index: IndexUpdate | None,
     personal: bool,
+    hold_conflicts: bool = False,
 ) -> ExportResult:
     if not dry_run:
         remove_stale_temporaries(directory)
@@ -174,8 +181,10 @@ def _export_locked(
             )
     private_leftovers(plan, directory, private, records, targets, on_disk)
     settle_suspects(store, plan)
-    if plan.conflicts:
+    if plan.conflicts and not hold_conflicts:
         raise ExportConflict(str(directory), sorted(plan.conflicts), plan.conflicts)
+    # Held, a conflicting file is neither written nor removed, and its record stays: the
+    # next import and export still see what each side changed.
     if index is not None:
         plan_given_index(plan, directory, index, targets, on_disk)
 
@@ -183,7 +192,8 @@ def _export_locked(
     ordered = sorted(plan.writes, key=lambda name: name == INDEX_FILE_NAME)
     if dry_run:
         removed = sorted(n for n in plan.removals if n in on_disk)
-        return ExportResult(directory, ordered, removed, plan.unchanged + len(plan.adopted))
+        unchanged = plan.unchanged + len(plan.adopted)
+        return ExportResult(directory, ordered, removed, unchanged, held=dict(plan.conflicts))
     applied = FolderChanges(stats={name: on_disk[name] for name in plan.adopted})
     contents = dict(plan.adopted)
     try:
@@ -204,6 +214,7 @@ def _export_locked(
         sorted(n for n in plan.removals if n in on_disk),
         plan.unchanged + len(plan.adopted),
         plan.notes,
+        dict(plan.conflicts),
     )
 
 

@@ -75,12 +75,18 @@ def import_folder(
 
 
 def export_folder(
-    door: Door, folder: ClaudeFolder, *, dry_run: bool = False, force: bool = False
+    door: Door,
+    folder: ClaudeFolder,
+    *,
+    dry_run: bool = False,
+    force: bool = False,
+    hold_conflicts: bool = False,
 ) -> ExportResult:
     """The store's memories written back into Claude Code's folder: files as they are
     unless their memory changed, a changed one rewritten in place, a new memory as a new
     file, MEMORY.md in Claude Code's form. The folder is in the person's home, their own:
-    on a server it gets their `user` memories too."""
+    on a server it gets their `user` memories too. `hold_conflicts`: a file changed on both
+    sides is left (in the result's `held`) and the rest written, instead of ExportConflict."""
     existing(folder)
     _check_entries(folder.path)
 
@@ -96,7 +102,13 @@ def export_folder(
 
     try:
         return export_memories(
-            door.store, folder.path, force=force, dry_run=dry_run, index=index, personal=True
+            door.store,
+            folder.path,
+            force=force,
+            dry_run=dry_run,
+            index=index,
+            personal=True,
+            hold_conflicts=hold_conflicts,
         )
     except ExportConflict as error:
         # Its advice names this folder's commands: `memctl export --force` would overwrite
@@ -184,26 +196,29 @@ def claude_index(
 @dataclass(frozen=True)
 class SyncResult:
     imported: ImportReport
-    exported: ExportResult | None
+    exported: ExportResult
     # The files left as they are, by name: each and its memory both changed.
     conflicts: list[str]
+    # The files not imported, by name, and why (a conflict is in `conflicts` only).
+    skipped: dict[str, str]
 
 
 def sync_folder(door: Door, folder: ClaudeFolder) -> SyncResult:
     """Claude Code's edits imported, then the store's changes written back, with the rules of
     `memctl claude import` and `export` without --force: a file changed in both places is
-    left as it is on both sides (its import is skipped; the write-back, refused, writes
-    nothing), and named in `conflicts`."""
+    left as it is on both sides (its import is skipped, and so is its write-back, while every
+    other file is written) and named in `conflicts`; a file that cannot be imported (invalid,
+    a secret, no memory) is left out, named in `skipped` with why, and the rest imported."""
     existing(folder)
     imported = import_folder(door, folder, skip_invalid=True)
-    conflicts = {
-        Path(problem.path).name
-        for problem in imported.problems
-        if "both are newer" in problem.reason
-    }
-    try:
-        exported: ExportResult | None = export_folder(door, folder)
-    except ExportConflict as error:
-        conflicts.update(Path(path).name for path in error.paths)
-        exported = None
-    return SyncResult(imported, exported, sorted(conflicts))
+    conflicts = set()
+    skipped = {}
+    for problem in [*imported.problems, *imported.not_memories]:
+        name = Path(problem.path).name
+        if "both are newer" in problem.reason:
+            conflicts.add(name)
+        else:
+            skipped[name] = problem.reason
+    exported = export_folder(door, folder, hold_conflicts=True)
+    conflicts.update(exported.held)
+    return SyncResult(imported, exported, sorted(conflicts), skipped)

@@ -10,6 +10,8 @@ command names the session and the bytes read: `memctl history --runs` says which
 taught what. The offset is saved only after that run committed, so a worker killed before
 reads the stretch again; one killed after the commit and before the save finds its run in
 the history and moves on without asking the model again. No new whole line: no model call.
+After learning, still alone, it consolidates the store when that is due
+(integrations/claude_consolidation.py).
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from memstore.integrations.claude_consolidation import (
+    ScheduledConsolidation,
+    consolidate_when_due,
+)
 from memstore.integrations.claude_sessions import (
     LEARNING_RUN,
     RecordedSession,
@@ -27,6 +33,7 @@ from memstore.integrations.claude_sessions import (
     unread,
 )
 from memstore.integrations.claude_transcript import TranscriptEntry, read_transcript
+from memstore.learning.consolidate import Consolidation
 from memstore.learning.extract import (
     MESSAGE_MAX_CHARS,
     NOTHING_TO_LEARN,
@@ -67,6 +74,12 @@ class LearningReport:
     # The size of each transcript read to its last whole line: one that ends in a line still
     # being written is not read again until it grows.
     read_to: dict[str, int] = field(default_factory=dict)
+    # Whether consolidation was due after learning, and what it did.
+    consolidation: ScheduledConsolidation | None = None
+
+    @property
+    def consolidated(self) -> Consolidation | None:
+        return self.consolidation.ran if self.consolidation is not None else None
 
 
 def run_command(session_id: str, start: int, end: int) -> str:
@@ -91,6 +104,10 @@ def learn_sessions(
                     report.sessions.add(session.session_id)
                     if not _learn_session(store, client, folder, session, report, model):
                         report.failed.append(session.session_id)
+            # Checked only after a session taught something: nothing new, nothing to tidy,
+            # and a plan the model got wrong is not asked for again at every Stop.
+            if (report.created or report.updated) and report.consolidation is None:
+                report.consolidation = consolidate_when_due(store, client, ACTOR, model=model)
         # A session the hook recorded while the lock was held found a worker running: it
         # is this one's, now that it has let go.
         if not _pending(folder, report):

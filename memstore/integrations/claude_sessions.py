@@ -54,7 +54,8 @@ WORKER_COMMAND = (sys.executable, "-m", "memctl", "claude", "learn")
 MAX_SESSIONS = 200
 LOG_MAX_BYTES = 1_048_576
 NO_MODEL = (
-    "no model (set ANTHROPIC_API_KEY, or ANTHROPIC_BASE_URL): the sessions recorded wait, unread"
+    "no model (set ANTHROPIC_API_KEY, or ANTHROPIC_BASE_URL): the sessions recorded wait, unread,"
+    " and nothing is consolidated"
 )
 # Claude Code's session ids are UUIDs; anything else is refused.
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")

@@ -6,7 +6,10 @@ integrations/claude_sessions.py), so that Claude Code never waits for a sync. Wh
 changed, nothing is read past a directory listing and nothing is written.
 
 The record is a small JSON file beside the learning queue (`.memory/sessions/`), written by
-the sync once it has run: {"folder": str, "files": [[name, size, mtime_ns], ...], "mark": [...]}.
+the sync once it has run: {"folder": str, "files": [[name, size, mtime_ns], ...], "mark": [...],
+"conflicts": [name, ...], "skipped": {name: why}}: the sync's status, with the files it left
+(changed on both sides) and those it could not import. Each of those is said in one line of
+the learning log when a sync first leaves it (for that reason), not again at every sync.
 The sync runs one at a time per store, under the store's run lock of kind SYNC_RUN.
 """
 
@@ -15,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +33,7 @@ CONFLICT_LINE = (
     "left as they are, changed both in Claude Code's folder and in the store: {}; keep the"
     " file's with 'memctl claude import --force', the store's with 'memctl claude export --force'"
 )
+SKIPPED_LINE = "not imported: {path}: {reason}"
 
 Fingerprint = list[list[Any]]
 
@@ -76,10 +80,24 @@ def needs_sync(state_folder: Path, folder: Path, mark: Sequence[Any]) -> bool:
     )
 
 
-def record(state_folder: Path, folder: Path, mark: Sequence[Any]) -> None:
-    """Record the folder and the store as the sync left them (atomically)."""
+def record(
+    state_folder: Path,
+    folder: Path,
+    mark: Sequence[Any],
+    *,
+    conflicts: Sequence[str] = (),
+    skipped: Mapping[str, str] | None = None,
+) -> None:
+    """Record the folder and the store as the sync left them (atomically), with the files it
+    left as they are (`conflicts`) and those it did not import, with why (`skipped`)."""
     state_folder.mkdir(mode=0o700, exist_ok=True)
-    data = {"folder": str(folder), "files": fingerprint(folder) or [], "mark": list(mark)}
+    data = {
+        "folder": str(folder),
+        "files": fingerprint(folder) or [],
+        "mark": list(mark),
+        "conflicts": sorted(conflicts),
+        "skipped": dict(sorted((skipped or {}).items())),
+    }
     path = state_folder / STATE_FILE
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
@@ -95,5 +113,25 @@ def start_sync(state_folder: Path, cwd: Path, db: str | None) -> int:
 
 
 def log_line(state_folder: Path, line: str) -> None:
-    """One line in the learning log (a conflict said at every sync would repeat: said once)."""
+    """One line in the learning log (the same line twice in a row is said once)."""
     note_once(state_folder, line, source="claude sync")
+
+
+def log_left(
+    state_folder: Path, folder: Path, conflicts: Sequence[str], skipped: Mapping[str, str]
+) -> None:
+    """Say in the log each file this sync left that the last one did not leave already, for
+    the same reason: the conflicts in one line, each file not imported in one line of its own
+    (a file left at every sync would otherwise be said at every SessionStart that syncs)."""
+    last = recorded(state_folder)
+    said = last.get("conflicts")
+    said_conflicts = set(said) if isinstance(said, list) else set()
+    new = [name for name in conflicts if name not in said_conflicts]
+    if new:
+        log_line(state_folder, CONFLICT_LINE.format(", ".join(new)))
+    said_skipped = last.get("skipped")
+    if not isinstance(said_skipped, dict):
+        said_skipped = {}
+    for name, reason in sorted(skipped.items()):
+        if said_skipped.get(name) != reason:
+            log_line(state_folder, SKIPPED_LINE.format(path=folder / name, reason=reason))

@@ -1,6 +1,7 @@
 """`memctl claude learn`: the worker `memctl hook` starts, detached, at Claude Code's Stop,
 SessionEnd and PreCompact, to learn from the sessions it recorded (the library's
-integrations/claude_learning.py). Its output goes to the log beside the queue
+integrations/claude_learning.py), then to consolidate the store when that is due
+(integrations/claude_consolidation.py). Its output goes to the log beside the queue
 (`.memory/sessions/claude-code-learning.log`): one line per thing worth saying, timestamped."""
 
 from __future__ import annotations
@@ -8,9 +9,13 @@ from __future__ import annotations
 import logging
 import sys
 
-from memctl.context import State, err, no_database_yet
+from memctl.context import State, command_line, err, no_database_yet
 
-LOGGERS = ("memstore.integrations.claude_learning", "memstore.learning.extract")
+LOGGERS = (
+    "memstore.integrations.claude_learning",
+    "memstore.integrations.claude_consolidation",
+    "memstore.learning.extract",
+)
 
 
 def learn() -> None:
@@ -37,7 +42,8 @@ def learn() -> None:
         return
     with door:
         report = learn_sessions(door.store, client, learning_folder(State.db, State.workspace))
-        if report.created or report.updated:
+        consolidated = report.consolidated
+        if report.created or report.updated or (consolidated and consolidated.applied):
             door.export()
     if report.busy:
         return
@@ -45,6 +51,12 @@ def learn() -> None:
         f"{_now()} claude learn: {len(report.sessions)} session(s), {report.model_calls} model"
         f" call(s), {len(report.created)} created, {len(report.updated)} updated"
         + (f"; left for later: {', '.join(report.failed)}" if report.failed else "")
+        + (
+            f"; consolidated {consolidated.plan.before} → {consolidated.plan.after} memories"
+            f" (run {(consolidated.run_id or '')[:8]})"
+            if consolidated is not None
+            else ""
+        )
     )
 
 
@@ -66,12 +78,13 @@ def _now() -> str:
 
 def sync() -> None:
     """Import Claude Code's memory folder's edits, then write the store's changes back to it,
-    with import's and export's rules without --force; a file changed in both places is left
-    (run by the hook at SessionStart, detached, when either side changed; one at a time)."""
+    with import's and export's rules without --force; a file changed in both places is left,
+    and one that cannot be imported is named with why (run by the hook at SessionStart,
+    detached, when either side changed; one at a time)."""
     from memstore.errors import MemstoreError
     from memstore.integrations.claude_code import ACTOR, find_folder, sync_folder
     from memstore.integrations.claude_sessions import learning_folder
-    from memstore.integrations.claude_sync import CONFLICT_LINE, SYNC_RUN, log_line, record
+    from memstore.integrations.claude_sync import SYNC_RUN, log_left, record
     from memstore.integrations.door import Door
     from memstore.storage.run_lock import run_alone
 
@@ -84,6 +97,7 @@ def sync() -> None:
         err(f"{_now()} claude sync: no folder {folder.path}: nothing synced")
         return
     with Door.open(ACTOR, db=State.db, settings=State.settings, create=False) as door:
+        door.store.command = command_line()  # its runs say they are the sync's
         with run_alone(door.store, SYNC_RUN) as alone:
             if not alone:
                 return  # another sync runs: it records what it leaves
@@ -92,12 +106,17 @@ def sync() -> None:
             except MemstoreError as error:
                 err(f"{_now()} claude sync: {error}")
                 return
-            if result.conflicts:
-                log_line(state, CONFLICT_LINE.format(", ".join(result.conflicts)))
-            record(state, folder.path, door.store.change_mark())
+            log_left(state, folder.path, result.conflicts, result.skipped)
+            record(
+                state,
+                folder.path,
+                door.store.change_mark(),
+                conflicts=result.conflicts,
+                skipped=result.skipped,
+            )
         imported = result.imported
         exported = result.exported
         changed = len(imported.created) + len(imported.updated) + len(imported.deleted)
-        written = len(exported.written) + len(exported.removed) if exported else 0
+        written = len(exported.written) + len(exported.removed)
         if changed or written:
             err(f"{_now()} claude sync: {changed} memories imported, {written} files written")
