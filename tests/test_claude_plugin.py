@@ -260,6 +260,9 @@ def test_claude_code_runs_the_plugin(
         ANTHROPIC_API_KEY="sk-ant-test-key",
         CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
         DISABLE_TELEMETRY="1",
+        # `claude -p` sends its first request without waiting for MCP servers that are slow to
+        # connect (memctl mcp on a loaded machine): set to false, it waits for them.
+        MCP_CONNECTION_NONBLOCKING="false",
     )
     (tmp_path / "home").mkdir()
 
