@@ -289,5 +289,7 @@ def test_terminal_escapes_in_a_memory_are_shown_not_run(
         assert "\\x1b]0;" in shown, (command, shown)
     shown = on_a_terminal(tmp_path, "show", "hostile").decode()
     assert "\\x1b]52;c;cm0gLXJmIH4=\\x07 clipboard" in shown and "\\x9b31m" in shown
-    # Piped, show prints the canonical file as it is (`memctl show x > x.md`).
-    assert HOSTILE in memctl("show", "hostile").stdout
+    # Piped, show prints the canonical file as it is (`memctl show x > x.md`), but for what
+    # no one would see, which a model reading the pipe would (docs/file-format.md).
+    shown_piped = HOSTILE.replace("\u202e", "\\u{202E}").replace("\u202c", "\\u{202C}")
+    assert shown_piped in memctl("show", "hostile").stdout

@@ -12,6 +12,8 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from memstore.text import HIDDEN, show_hidden
+
 if TYPE_CHECKING:
     from memstore.learning.consolidate import ConsolidationPlan
     from memstore.recall.turn import Recall
@@ -86,7 +88,25 @@ def run_as_dict(run: RunView) -> dict[str, Any]:
 
 
 def print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, ensure_ascii=False, indent=2, default=_json_default) + "\n")
+    text = json.dumps(value, ensure_ascii=False, indent=2, default=_json_default)
+    sys.stdout.write(json_hidden(text) + "\n")
+
+
+def json_hidden(text: str) -> str:
+    """JSON text with the characters a reader would not see (memstore.text's HIDDEN) written
+    as JSON's own \\u escapes: the same data to a program, visible to a person or a model.
+    Only a string can hold such a character, so the substitution keeps the JSON valid."""
+    if text.isascii():
+        return text
+    return HIDDEN.sub(_json_escape, text)
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # beyond the BMP, JSON spells a character as its UTF-16 surrogate pair
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def _json_default(value: Any) -> Any:
@@ -104,7 +124,7 @@ def print_json_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> No
     separator = "\n  "
     for row in rows:
         values = {c: _json_value(v) for c, v in zip(columns, row, strict=True)}
-        out.write(separator + json.dumps(values, ensure_ascii=False, allow_nan=False))
+        out.write(separator + json_hidden(json.dumps(values, ensure_ascii=False, allow_nan=False)))
         separator = ",\n  "
     out.write("]\n" if separator == "\n  " else "\n]\n")
 
@@ -171,16 +191,17 @@ def cut_to_cells(text: str, cells: int) -> str:
 
 
 # C0 and C1 controls (ESC starts every terminal sequence: colours, title, clear screen, OSC 52
-# clipboard writes; C1 CSI/OSC do the same in one character), DEL, and the bidirectional
-# overrides and isolates that make text read differently from what it is.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# clipboard writes; C1 CSI/OSC do the same in one character) and DEL. The characters that
+# show as nothing (bidirectional overrides, tag characters) are memstore.text's show_hidden.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 _LAYOUT = re.compile("[\t\n\r\v\f]")
 
 
 def visible_controls(text: str) -> str:
-    """Text with its control characters shown as escapes (ESC as \\x1b), tabs and line
-    breaks kept: what a memory says, not what it would do to a terminal."""
-    return _CONTROL.sub(_escape, text)
+    """Text with its control characters shown as escapes (ESC as \\x1b) and its hidden ones
+    as \\u{…}, tabs and line breaks kept: what a memory says, not what it would do to a
+    terminal, nor what it would tell a model a person cannot see."""
+    return show_hidden(_CONTROL.sub(_escape, text))
 
 
 def _escape(match: re.Match[str]) -> str:

@@ -35,7 +35,7 @@ from memstore.agent.tool_calls import (
     whole_number,
 )
 from memstore.storage.memory_folder import SESSIONS_FOLDER
-from memstore.text import cut_middle
+from memstore.text import cut_middle, show_hidden
 
 # How much of a write or an edit the approval summary shows.
 SUMMARY_MAX_CHARS = 20_000
@@ -207,7 +207,9 @@ class Workspace:
         Only KeyboardInterrupt and SystemExit (not Exceptions) propagate."""
         try:
             self._check(name, arguments)
-            return ToolResult(valid_text(self._handlers[name](**arguments)))
+            # What a file or a command says that a person would not see (tag characters a
+            # model reads as text) is shown to the model as \u{…}, as memstore shows it.
+            return ToolResult(show_hidden(valid_text(self._handlers[name](**arguments))))
         except ToolRefused as refusal:
             return ToolResult(valid_text(str(refusal)), is_error=True)
         except OSError as error:
