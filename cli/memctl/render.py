@@ -122,11 +122,14 @@ def print_json_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> No
     out = sys.stdout
     out.write("[")
     separator = "\n  "
-    for row in rows:
-        values = {c: _json_value(v) for c, v in zip(columns, row, strict=True)}
-        out.write(separator + json_hidden(json.dumps(values, ensure_ascii=False, allow_nan=False)))
-        separator = ",\n  "
-    out.write("]\n" if separator == "\n  " else "\n]\n")
+    try:
+        for row in rows:
+            values = {c: _json_value(v) for c, v in zip(columns, row, strict=True)}
+            text = json.dumps(values, ensure_ascii=False, allow_nan=False)
+            out.write(separator + json_hidden(text))
+            separator = ",\n  "
+    finally:  # a time limit or Ctrl-C between rows: what was printed is still JSON
+        out.write("]\n" if separator == "\n  " else "\n]\n")
 
 
 def _json_value(value: Any) -> Any:

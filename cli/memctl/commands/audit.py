@@ -33,6 +33,10 @@ if TYPE_CHECKING:
     from memstore.storage.history_reader import EventView, RunView
     from memstore.storage.store import MemoryStore
 
+# What `memctl sql` prints at most by default, in bytes of values: far more than a store's
+# memories, and a table's first rows (held to measure its columns) stay within it.
+SQL_MAX_BYTES = 16_000_000
+
 
 def history(
     name: Annotated[
@@ -216,14 +220,22 @@ def sql(
     max_rows: Annotated[
         int, typer.Option("--max-rows", min=0, help="Print at most this many rows (0: all).")
     ] = 10_000,
+    max_bytes: Annotated[
+        int,
+        typer.Option(
+            "--max-bytes", min=0, help="Print at most about this many bytes of values (0: all)."
+        ),
+    ] = SQL_MAX_BYTES,
 ) -> None:
-    """Run one read-only SQL query; docs/audit.md lists the tables and views. Ctrl-C stops it."""
+    """Run one read-only SQL query; docs/audit.md lists the tables and views. Ctrl-C stops it.
+    The time limit covers printing too."""
     import signal
 
     # Opening it migrates the database first, where it can be written.
     with open_store(read_only=True) as store:
         running = store.read_only_query(query, timeout=timeout or None, max_rows=max_rows or None)
     with running:
+        running.limit_bytes(max_bytes or None)
         # Python's own SIGINT handling waits for SQLite to return, which a runaway query
         # never does: the handler interrupts the connection instead.
         previous = signal.signal(signal.SIGINT, lambda *_: running.interrupt())
@@ -241,6 +253,8 @@ def sql(
             signal.signal(signal.SIGINT, previous)
     if running.truncated:
         err(f"stopped after {max_rows} rows: --max-rows N for more, 0 for all")
+    if running.cut_at_bytes:
+        err(f"stopped before {max_bytes:,} bytes of output: --max-bytes N for more, 0 for all")
 
 
 def events_table(events: Sequence[EventView]) -> None:
