@@ -41,6 +41,8 @@ def describe(request: ToolRequest, root: Path) -> list[str]:
         return _describe_write(request, root)
     if request.name == "edit_file":
         return _describe_edit(request)
+    if request.asks:  # a read that is asked about: say what is read, then ask
+        return [f"{request.summary}. Read it?"]
     return [request.summary]
 
 
