@@ -207,7 +207,30 @@ def purge(
                 f"{error}: on a server only the tables' owner role may erase history; run"
                 " memctl purge as that role (docs/postgresql.md)"
             )
-    err(f"purged {name}: the content of {report.events} events erased (run {report.run_id[:8]})")
+        err(
+            f"purged {name}: the content of {report.events} events erased (run {report.run_id[:8]})"
+        )
+        _purge_files(store, {e.memory_id for e in events}, {e.memory_name for e in events})
+
+
+def _purge_files(store: MemoryStore, memory_ids: set[int], names: set[str]) -> None:
+    """The purged memory out of .memory/ too, at once: its file and its MEMORY.md line
+    (docs/audit.md). The purge is committed whatever happens here; the files left say so."""
+    from memstore.errors import ExportFailed
+    from memstore.files.purged_files import remove_purged
+
+    folder = State.workspace.memory_folder
+    try:
+        done = remove_purged(store, folder, memory_ids, names)
+    except (OSError, ExportFailed) as error:
+        fail(
+            f"the purge is saved, but {folder} still holds its files: {error}; remove"
+            f" {', '.join(sorted(f'{n}.md' for n in names))} and its MEMORY.md line by hand"
+        )
+    changed = [str(folder / file_name) for file_name in done.removed]
+    if done.index_rewritten:
+        changed.append(f"its line in {folder / 'MEMORY.md'}")
+    err(f"removed {' and '.join(changed)}" if changed else f"{folder} held no file of it")
 
 
 def sql(
