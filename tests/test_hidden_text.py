@@ -200,3 +200,14 @@ def test_chat_tool_results_and_approvals_show_the_hidden_characters(tmp_path: Pa
         assert not any(c in result.text for c in NEVER) and SHOWN_TAG in result.text, name
     shown = visible(f"echo hi {HIDDEN_TAG} {BIDI}")
     assert not any(c in shown for c in NEVER) and SHOWN_TAG in shown
+
+
+def test_history_shows_the_hidden_characters(memctl: MemctlRunner, tmp_path: Path) -> None:
+    added = memctl("add", "deploy-notes", "-t", "project", "-d", DESCRIPTION, "-b", BODY)
+    assert added.returncode == 0, added.stderr
+    runs = memctl("history", "--runs", "--json")
+    run_id = json.loads(runs.stdout)[-1]["run_id"]
+    for args in (["history", "deploy-notes"], ["history", "--run", run_id], ["history", "--json"]):
+        done = memctl(*args)
+        assert done.returncode == 0, done.stderr
+        assert not any(c in done.stdout for c in NEVER), args

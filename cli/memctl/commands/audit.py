@@ -24,6 +24,7 @@ from memctl.render import (
     print_json_rows,
     print_table,
     run_as_dict,
+    visible_controls,
 )
 from memstore.errors import StoreUnavailable
 
@@ -307,7 +308,8 @@ def _show_run(run: RunView, events: Sequence[EventView], json: bool) -> None:
         ("undoes", run.undoes),
     ):
         if value is not None:
-            print(f"{label + ':':<10}{value}")
+            # A command line may carry a memory's text: shown, not run nor hidden.
+            print(f"{label + ':':<10}{visible_controls(value)}")
     if events:
         print()
         events_table(events)
