@@ -155,7 +155,7 @@ def print_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     widths = [cell_width(h) for h in headers]
     for row in cells:
         for i, value in enumerate(row[:-1]):
-            widths[i] = min(max(widths[i], cell_width(value)), 60)
+            widths[i] = min(max(widths[i], cell_width(value, at_most=60)), 60)
     limit = os.get_terminal_size().columns if sys.stdout.isatty() else None
     lines = [_line(headers, widths)] + [_line(row, widths) for row in cells]
     out = "\n".join(cut_to_cells(line, limit) if limit else line for line in lines)
@@ -166,7 +166,10 @@ def print_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
 
 
 def _line(values: Sequence[str], widths: Sequence[int]) -> str:
-    padded = [value + " " * (widths[i] - cell_width(value)) for i, value in enumerate(values[:-1])]
+    padded = [
+        value + " " * (widths[i] - cell_width(value, at_most=widths[i]))
+        for i, value in enumerate(values[:-1])
+    ]
     return "  ".join([*padded, values[-1]]).rstrip()
 
 
@@ -176,11 +179,19 @@ def _char_cells(char: str) -> int:
     return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
 
 
-def cell_width(text: str) -> int:
-    """How many terminal cells `text` takes."""
+def cell_width(text: str, *, at_most: int | None = None) -> int:
+    """How many terminal cells `text` takes; counted no further than `at_most` when given
+    (a column is at most so wide: a long value is not measured to its end)."""
     if text.isascii():  # _char_cells counts every ASCII character as one cell
         return len(text)
-    return sum(_char_cells(char) for char in text)
+    if at_most is None:
+        return sum(_char_cells(char) for char in text)
+    used = 0
+    for char in text:
+        used += _char_cells(char)
+        if used >= at_most:
+            break
+    return used
 
 
 def cut_to_cells(text: str, cells: int) -> str:
