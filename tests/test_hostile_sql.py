@@ -136,6 +136,17 @@ def test_output_stops_at_its_byte_limit(memctl: MemctlRunner) -> None:
     one_line_error(memctl("sql", "SELECT randomblob(6000)", "--max-bytes", "10000"), "the output")
 
 
+def test_the_byte_limit_holds_on_a_server(postgres_url: str, memctl: MemctlRunner) -> None:
+    MemoryStore(postgres_url).close()
+    rows = "SELECT x, repeat('y', 1000) AS b FROM generate_series(1, 100) AS x"
+    cut = memctl("--db", postgres_url, "sql", rows, "--json", "--max-bytes", "10000")
+    assert cut.returncode == 0, cut.stderr
+    assert [row["x"] for row in json.loads(cut.stdout)] == list(range(1, 10))
+    assert "stopped before 10,000 bytes of output" in cut.stderr
+    big = memctl("--db", postgres_url, "sql", "SELECT repeat('y', 20000)", "--max-bytes", "10000")
+    one_line_error(big, "a row would print more than 10,000 bytes")
+
+
 def test_the_time_limit_covers_printing_the_rows(tmp_path: Path) -> None:
     """The rows come a batch at a time; however slow what prints them, the time limit
     holds (SQLite's progress handler only sees SQLite's own work)."""
