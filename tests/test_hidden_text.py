@@ -211,3 +211,24 @@ def test_history_shows_the_hidden_characters(memctl: MemctlRunner, tmp_path: Pat
         done = memctl(*args)
         assert done.returncode == 0, done.stderr
         assert not any(c in done.stdout for c in NEVER), args
+
+
+def test_the_prompts_of_selection_extraction_and_consolidation_show_them(
+    tmp_path: Path,
+) -> None:
+    from memstore.learning.consolidate import consolidation_prompt
+    from memstore.learning.extract import extraction_prompt
+    from memstore.recall.selection import selection_prompt
+
+    database = hostile(tmp_path)
+    with MemoryStore(database) as store:
+        memories = store.memories()
+        summaries = store.summaries()
+    prompts = [
+        selection_prompt(f"deploy {HIDDEN_TAG}", [(m.name, m.description) for m in summaries]),
+        extraction_prompt(f"user: deploy{HIDDEN_TAG}", summaries, memories),
+        extraction_prompt("user: deploy", summaries, []),
+        consolidation_prompt(memories, 1, 1, 10),
+    ]
+    for prompt_text in prompts:
+        assert not any(c in prompt_text for c in NEVER) and SHOWN_TAG in prompt_text
