@@ -303,7 +303,7 @@ def test_ctrl_c_during_tools_leaves_a_valid_history(
     agent = make_agent(tmp_path, client)
     anthropic_server.script(tool_reply(("bash", {"command": "echo hi"})))
 
-    def interrupt(*_: Any) -> Any:
+    def interrupt(*_: Any, **__: Any) -> Any:
         raise KeyboardInterrupt
 
     agent.workspace.run = interrupt  # type: ignore[method-assign]  # Ctrl-C while it runs
@@ -442,11 +442,11 @@ def test_a_turn_interrupted_during_tools_then_compacted_stays_valid(
     )
     runs = []
 
-    def first_runs_then_ctrl_c(name: str, arguments: Any) -> Any:
+    def first_runs_then_ctrl_c(name: str, arguments: Any, *, asked: bool = False) -> Any:
         if runs:
             raise KeyboardInterrupt
         runs.append(name)
-        return Workspace(agent.workspace.root).run(name, arguments)
+        return Workspace(agent.workspace.root).run(name, arguments, asked=asked)
 
     agent.workspace.run = first_runs_then_ctrl_c  # type: ignore[method-assign]
     with pytest.raises(KeyboardInterrupt):

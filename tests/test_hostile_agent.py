@@ -166,6 +166,53 @@ def test_read_only_tools_need_no_approval(
     assert "hello" in read["content"] and found["content"] == "notes.txt"
 
 
+def test_a_file_with_another_hard_link_is_read_only_when_the_user_approves(
+    root: Path, tmp_path: Path, client: Anthropic, anthropic_server: AnthropicServer
+) -> None:
+    """A hard link in the workspace to a file outside it: every path check passes (the
+    path is inside), yet the file is the key. It is asked about; refused, nothing is read."""
+    outside = tmp_path / "home" / ".ssh" / "id_ed25519"
+    outside.parent.mkdir(parents=True)
+    outside.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nsecret-key-material\n")
+    os.link(outside, root / "notes.txt")
+    (root / "plain.txt").write_text("plain\n")
+    call = ("read_file", {"path": "notes.txt"})
+    anthropic_server.script(
+        tool_reply(call, ("read_file", {"path": "plain.txt"})),
+        tool_reply(call),
+        text_reply("done"),
+    )
+    asker = Asker(Decision(False, "that is my key"), Decision(True, "allowed by the user"))
+    make_agent(root, client, None, ApprovalPolicy(ask=asker)).turn("read")
+    refused, plain = tool_results(anthropic_server.requests[1])
+    assert refused["is_error"] and "that is my key" in refused["content"]
+    assert plain["content"] == "     1\tplain" and not plain.get("is_error")  # one link: not asked
+    (approved,) = tool_results(anthropic_server.requests[2])
+    assert not approved.get("is_error") and "secret-key-material" in approved["content"]
+    assert [request.name for request in asker.asked] == ["read_file", "read_file"]
+    assert "2 hard links" in asker.asked[0].summary
+    assert all(
+        "secret-key-material" not in json.dumps(request)
+        for request in anthropic_server.requests[:2]
+    )
+    # Without a terminal to ask on, it is refused, saying why.
+    decision = ApprovalPolicy().decide(asker.asked[0])
+    assert not decision.allowed and "hard links" in decision.reason
+
+
+def test_a_file_linked_after_it_was_asked_about_is_not_read(root: Path, tmp_path: Path) -> None:
+    """The check is on the file opened: a link made between the question and the read (or
+    a run without asking) reads nothing."""
+    (root / "notes.txt").write_text("the notes\n")
+    workspace = Workspace(root)
+    request = workspace.request("read_file", {"path": "notes.txt"})
+    assert isinstance(request, ToolRequest) and not request.asks
+    os.link(root / "notes.txt", tmp_path / "elsewhere.txt")
+    result = workspace.run("read_file", {"path": "notes.txt"})
+    assert result.is_error and "2 hard links" in result.text and "the notes" not in result.text
+    assert not workspace.run("read_file", {"path": "notes.txt"}, asked=True).is_error
+
+
 def test_the_sub_agent_goes_through_the_same_policy(
     root: Path, client: Anthropic, anthropic_server: AnthropicServer
 ) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import resource
 import select
 import signal
 import subprocess
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from memstore.errors import QueryFailed
 from memstore.storage.query import FETCH_ROWS
 from memstore.storage.store import MemoryStore
 from tests.conftest import MemctlRunner, raw_sql
@@ -86,6 +88,77 @@ def test_row_cap_and_override(memctl: MemctlRunner) -> None:
     assert default.returncode == 0 and len(default.stdout.splitlines()) == 1 + 10_000
     more = memctl("sql", RUNAWAY + "SELECT x FROM c LIMIT 12000", "--max-rows", "0")
     assert len(more.stdout.splitlines()) == 1 + 12_000 and "stopped" not in more.stderr
+
+
+def test_a_value_too_big_to_print_is_refused_at_once_in_bounded_memory(tmp_path: Path) -> None:
+    """randomblob(3e8) took 18 s and 2.1 GB (the blob, its hex, its JSON) whatever the
+    --timeout: SQLite builds no value longer than the output limit, so the query fails at
+    once; under a 1 GB address space, as it did not."""
+    with MemoryStore(tmp_path / ".memory" / "memstore.db") as store:
+        store.create("a-note", "project", "about a note", "text")
+    one_gigabyte = 1 << 30
+
+    def limit_memory() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (one_gigabyte, one_gigabyte))
+
+    started = time.monotonic()
+    process = memctl_process(
+        tmp_path,
+        *("sql", "SELECT randomblob(3e8)", "--json", "--timeout", "1"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=limit_memory,
+    )
+    stdout, stderr = process.communicate(timeout=60)
+    assert time.monotonic() - started < 10
+    assert process.returncode == 1 and stdout == b"", stderr
+    assert stderr.decode().splitlines() == [
+        "memctl: error: sql: a row would print more than 16,000,000 bytes, the output limit"
+        " (--max-bytes N to allow more, 0 for none)"
+    ]
+
+
+def test_output_stops_at_its_byte_limit(memctl: MemctlRunner) -> None:
+    add(memctl, "a-note")
+    rows = RUNAWAY + "SELECT x, randomblob(500) AS b FROM c LIMIT 100"
+    cut = memctl("sql", rows, "--json", "--max-bytes", "10000")
+    assert cut.returncode == 0, cut.stderr
+    # 1,000 hex characters a row, and a few for x: nine rows fit in 10,000 bytes.
+    assert [row["x"] for row in json.loads(cut.stdout)] == list(range(1, 10))
+    assert cut.stderr == (
+        "stopped before 10,000 bytes of output: --max-bytes N for more, 0 for all\n"
+    )
+    table = memctl("sql", rows, "--max-bytes", "10000")
+    assert table.returncode == 0 and len(table.stdout.splitlines()) == 1 + 9
+    assert "stopped before 10,000 bytes" in table.stderr
+    whole = memctl("sql", rows, "--json", "--max-bytes", "0")
+    assert len(json.loads(whole.stdout)) == 100 and whole.stderr == ""
+    one_line_error(memctl("sql", "SELECT randomblob(6000)", "--max-bytes", "10000"), "the output")
+
+
+def test_the_byte_limit_holds_on_a_server(postgres_url: str, memctl: MemctlRunner) -> None:
+    MemoryStore(postgres_url).close()
+    rows = "SELECT x, repeat('y', 1000) AS b FROM generate_series(1, 100) AS x"
+    cut = memctl("--db", postgres_url, "sql", rows, "--json", "--max-bytes", "10000")
+    assert cut.returncode == 0, cut.stderr
+    assert [row["x"] for row in json.loads(cut.stdout)] == list(range(1, 10))
+    assert "stopped before 10,000 bytes of output" in cut.stderr
+    big = memctl("--db", postgres_url, "sql", "SELECT repeat('y', 20000)", "--max-bytes", "10000")
+    one_line_error(big, "a row would print more than 10,000 bytes")
+
+
+def test_the_time_limit_covers_printing_the_rows(tmp_path: Path) -> None:
+    """The rows come a batch at a time; however slow what prints them, the time limit
+    holds (SQLite's progress handler only sees SQLite's own work)."""
+    with MemoryStore(tmp_path / "memstore.db") as store:
+        running = store.read_only_query(RUNAWAY + "SELECT x FROM c", timeout=0.5)
+    printed = []
+    with running, pytest.raises(QueryFailed, match=r"stopped after 0\.5 s, the time limit"):
+        running.start()
+        for row in running.rows():
+            printed.append(row)
+            time.sleep(0.1)
+    assert 2 <= len(printed) <= 10
 
 
 def test_rows_are_streamed(tmp_path: Path, memctl: MemctlRunner) -> None:
@@ -289,5 +362,7 @@ def test_terminal_escapes_in_a_memory_are_shown_not_run(
         assert "\\x1b]0;" in shown, (command, shown)
     shown = on_a_terminal(tmp_path, "show", "hostile").decode()
     assert "\\x1b]52;c;cm0gLXJmIH4=\\x07 clipboard" in shown and "\\x9b31m" in shown
-    # Piped, show prints the canonical file as it is (`memctl show x > x.md`).
-    assert HOSTILE in memctl("show", "hostile").stdout
+    # Piped, show prints the canonical file as it is (`memctl show x > x.md`), but for what
+    # no one would see, which a model reading the pipe would (docs/file-format.md).
+    shown_piped = HOSTILE.replace("\u202e", "\\u{202E}").replace("\u202c", "\\u{202C}")
+    assert shown_piped in memctl("show", "hostile").stdout

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from memstore.agent.approval import ApprovalPolicy, Decision, ToolRequest
+from memstore.text import show_hidden
 
 SHOWN_LINES = 40  # of a diff or new file: enough to judge, short enough to read
 DIFF_MAX_BYTES = 1_000_000  # a bigger file is described by its size alone
@@ -24,8 +25,10 @@ ANSWERS = {"y": "once", "yes": "once", "a": "always", "always": "always", "n": "
 
 
 def visible(text: str) -> str:
-    """`text` with every hidden or controlling character written as an escape."""
-    return _HIDDEN.sub(lambda m: f"\\u{ord(m.group()):04x}", text).replace("\t", "    ")
+    """`text` with every hidden or controlling character written as an escape (the rest of
+    what shows as nothing, tag characters for one, as memstore.text writes it: \\u{E0041})."""
+    shown = _HIDDEN.sub(lambda m: f"\\u{ord(m.group()):04x}", text).replace("\t", "    ")
+    return show_hidden(shown)
 
 
 def describe(request: ToolRequest, root: Path) -> list[str]:
@@ -38,6 +41,8 @@ def describe(request: ToolRequest, root: Path) -> list[str]:
         return _describe_write(request, root)
     if request.name == "edit_file":
         return _describe_edit(request)
+    if request.asks:  # a read that is asked about: say what is read, then ask
+        return [f"{request.summary}. Read it?"]
     return [request.summary]
 
 

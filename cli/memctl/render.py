@@ -12,6 +12,8 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from memstore.text import HIDDEN, show_hidden
+
 if TYPE_CHECKING:
     from memstore.learning.consolidate import ConsolidationPlan
     from memstore.recall.turn import Recall
@@ -86,7 +88,25 @@ def run_as_dict(run: RunView) -> dict[str, Any]:
 
 
 def print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, ensure_ascii=False, indent=2, default=_json_default) + "\n")
+    text = json.dumps(value, ensure_ascii=False, indent=2, default=_json_default)
+    sys.stdout.write(json_hidden(text) + "\n")
+
+
+def json_hidden(text: str) -> str:
+    """JSON text with the characters a reader would not see (memstore.text's HIDDEN) written
+    as JSON's own \\u escapes: the same data to a program, visible to a person or a model.
+    Only a string can hold such a character, so the substitution keeps the JSON valid."""
+    if text.isascii():
+        return text
+    return HIDDEN.sub(_json_escape, text)
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # beyond the BMP, JSON spells a character as its UTF-16 surrogate pair
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def _json_default(value: Any) -> Any:
@@ -102,11 +122,14 @@ def print_json_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> No
     out = sys.stdout
     out.write("[")
     separator = "\n  "
-    for row in rows:
-        values = {c: _json_value(v) for c, v in zip(columns, row, strict=True)}
-        out.write(separator + json.dumps(values, ensure_ascii=False, allow_nan=False))
-        separator = ",\n  "
-    out.write("]\n" if separator == "\n  " else "\n]\n")
+    try:
+        for row in rows:
+            values = {c: _json_value(v) for c, v in zip(columns, row, strict=True)}
+            text = json.dumps(values, ensure_ascii=False, allow_nan=False)
+            out.write(separator + json_hidden(text))
+            separator = ",\n  "
+    finally:  # a time limit or Ctrl-C between rows: what was printed is still JSON
+        out.write("]\n" if separator == "\n  " else "\n]\n")
 
 
 def _json_value(value: Any) -> Any:
@@ -132,7 +155,7 @@ def print_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     widths = [cell_width(h) for h in headers]
     for row in cells:
         for i, value in enumerate(row[:-1]):
-            widths[i] = min(max(widths[i], cell_width(value)), 60)
+            widths[i] = min(max(widths[i], cell_width(value, at_most=60)), 60)
     limit = os.get_terminal_size().columns if sys.stdout.isatty() else None
     lines = [_line(headers, widths)] + [_line(row, widths) for row in cells]
     out = "\n".join(cut_to_cells(line, limit) if limit else line for line in lines)
@@ -143,7 +166,10 @@ def print_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
 
 
 def _line(values: Sequence[str], widths: Sequence[int]) -> str:
-    padded = [value + " " * (widths[i] - cell_width(value)) for i, value in enumerate(values[:-1])]
+    padded = [
+        value + " " * (widths[i] - cell_width(value, at_most=widths[i]))
+        for i, value in enumerate(values[:-1])
+    ]
     return "  ".join([*padded, values[-1]]).rstrip()
 
 
@@ -153,11 +179,19 @@ def _char_cells(char: str) -> int:
     return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
 
 
-def cell_width(text: str) -> int:
-    """How many terminal cells `text` takes."""
+def cell_width(text: str, *, at_most: int | None = None) -> int:
+    """How many terminal cells `text` takes; counted no further than `at_most` when given
+    (a column is at most so wide: a long value is not measured to its end)."""
     if text.isascii():  # _char_cells counts every ASCII character as one cell
         return len(text)
-    return sum(_char_cells(char) for char in text)
+    if at_most is None:
+        return sum(_char_cells(char) for char in text)
+    used = 0
+    for char in text:
+        used += _char_cells(char)
+        if used >= at_most:
+            break
+    return used
 
 
 def cut_to_cells(text: str, cells: int) -> str:
@@ -171,16 +205,17 @@ def cut_to_cells(text: str, cells: int) -> str:
 
 
 # C0 and C1 controls (ESC starts every terminal sequence: colours, title, clear screen, OSC 52
-# clipboard writes; C1 CSI/OSC do the same in one character), DEL, and the bidirectional
-# overrides and isolates that make text read differently from what it is.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# clipboard writes; C1 CSI/OSC do the same in one character) and DEL. The characters that
+# show as nothing (bidirectional overrides, tag characters) are memstore.text's show_hidden.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 _LAYOUT = re.compile("[\t\n\r\v\f]")
 
 
 def visible_controls(text: str) -> str:
-    """Text with its control characters shown as escapes (ESC as \\x1b), tabs and line
-    breaks kept: what a memory says, not what it would do to a terminal."""
-    return _CONTROL.sub(_escape, text)
+    """Text with its control characters shown as escapes (ESC as \\x1b) and its hidden ones
+    as \\u{…}, tabs and line breaks kept: what a memory says, not what it would do to a
+    terminal, nor what it would tell a model a person cannot see."""
+    return show_hidden(_CONTROL.sub(_escape, text))
 
 
 def _escape(match: re.Match[str]) -> str:

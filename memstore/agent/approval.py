@@ -1,9 +1,13 @@
 """Whether a tool call may run: the user is asked before the agent acts.
 
 Read-only tools (read_file, glob, and task itself, whose sub-agent's calls go through the same
-policy) run without asking. bash, write_file and edit_file run only when an allow rule from the
-user's settings matches, when the user allowed such calls "always" earlier in this session, or
-when the dangerous opt-out (skip_all) is on; otherwise the policy's `ask` is called (the REPL
+policy) run without asking, except a read_file of a file with more than one hard link: the
+other may be outside the workspace (~/.ssh/id_ed25519 linked in), so it is asked about as a
+write is (no allow rule matches it; "always" allows such reads for the session).
+
+bash, write_file and edit_file run only when an allow rule from the user's settings matches,
+when the user allowed such calls "always" earlier in this session, or when the dangerous
+opt-out (skip_all) is on; otherwise the policy's `ask` is called (the REPL
 shows the request and asks). Without `ask` (stdin is not a terminal) such a call is refused,
 with a reason that says how to allow it. The loop answers a refused call to the model as an
 error tool result carrying the reason.
@@ -104,7 +108,7 @@ class ApprovalPolicy:
     granted: list[Rule] = field(default_factory=list)
 
     def decide(self, request: ToolRequest) -> Decision:
-        if request.name not in APPROVED_TOOLS:
+        if request.name not in APPROVED_TOOLS and not request.asks:
             return Decision(True, "read-only")
         if self.skip_all:
             return Decision(True, f"approvals skipped ({SKIP_FLAG})")
@@ -133,6 +137,11 @@ class ApprovalPolicy:
 
     @staticmethod
     def no_terminal_reason(request: ToolRequest) -> str:
+        if request.asks:
+            return (
+                f"not run: {request.summary}; it needs the user's approval and there is no "
+                f"terminal to ask on (or run with {SKIP_FLAG})"
+            )
         example = "bash(pytest *)" if request.name == "bash" else f"{request.name}(src/**)"
         return (
             f"not run: {request.name} needs the user's approval and there is no terminal to "

@@ -21,9 +21,13 @@ READ_MAX_BYTES = 2_000_000
 EDIT_MAX_BYTES = 10_000_000
 
 
-def read_numbered_lines(target: Path, path: str, *, count: int | None, first: int) -> str:
+def read_numbered_lines(
+    target: Path, path: str, *, count: int | None, first: int, links: bool = False
+) -> str:
     """Lines `first` to `first + count - 1` of `target` (every line from `first` when `count`
-    is None), numbered, within the output cap; `path` is the file as the model named it."""
+    is None), numbered, within the output cap; `path` is the file as the model named it.
+    A file with more than one hard link is read only when `links` (the user approved it):
+    checked on the file opened, which a link made since the request cannot dodge."""
     if not target.is_file():
         raise ToolRefused(f"{path}: no such file")
     size = target.stat().st_size
@@ -35,6 +39,12 @@ def read_numbered_lines(target: Path, path: str, *, count: int | None, first: in
     capped = False
     # Line by line, stopping after the last line asked for, or when the output is full.
     with target.open("rb") as handle:
+        count_of_links = os.fstat(handle.fileno()).st_nlink
+        if count_of_links > 1 and not links:
+            raise ToolRefused(
+                f"{path} has {count_of_links} hard links: another of its names may be outside "
+                "the workspace, so it is read only with the user's approval; nothing read"
+            )
         for number, line in enumerate(read_lines(handle), 1):
             if number < first:
                 continue

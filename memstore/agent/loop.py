@@ -352,7 +352,7 @@ class Agent:
         decision = self.approval.decide(request)
         if not decision.allowed:
             return ToolResult(decision.reason, is_error=True)
-        return self.workspace.run(name, arguments)
+        return self.workspace.run(name, arguments, asked=request.asks)
 
     def _run_task(self, arguments: Any) -> ToolResult:
         """Run a sub-agent on a self-contained task, in a fresh context; its answer is the

@@ -35,7 +35,7 @@ from memstore.agent.tool_calls import (
     whole_number,
 )
 from memstore.storage.memory_folder import SESSIONS_FOLDER
-from memstore.text import cut_middle
+from memstore.text import cut_middle, show_hidden
 
 # How much of a write or an edit the approval summary shows.
 SUMMARY_MAX_CHARS = 20_000
@@ -142,11 +142,13 @@ class Workspace:
         as given (bad input, a path outside the workspace or protected)."""
         try:
             self._check(name, arguments)
+            links = self._links(name, arguments)
             return ToolRequest(
                 name,
                 arguments,
-                valid_text(self._summary(name, arguments)),
+                valid_text(self._summary(name, arguments, links)),
                 self._relative(name, arguments),
+                asks=links > 1,
             )
         except ToolRefused as refusal:
             return ToolResult(valid_text(str(refusal)), is_error=True)
@@ -180,8 +182,25 @@ class Workspace:
             return ""
         return self.path(arguments["path"], writing=True).relative_to(self.root).as_posix()
 
-    def _summary(self, name: str, arguments: dict[str, Any]) -> str:
+    def _links(self, name: str, arguments: dict[str, Any]) -> int:
+        """How many hard links the file a read_file call would read has (1 for any other
+        call): another name of it may be outside the workspace, where no path check sees."""
+        if name != "read_file":
+            return 1
+        target = self.path(arguments["path"])
+        with contextlib.suppress(OSError):
+            status = target.stat()
+            if stat.S_ISREG(status.st_mode):
+                return status.st_nlink
+        return 1
+
+    def _summary(self, name: str, arguments: dict[str, Any], links: int = 1) -> str:
         """Exactly what the call will run or write, for the user to approve."""
+        if links > 1:
+            return (
+                f"read {arguments['path']}, a file with {links} hard links: its other names "
+                "may be outside the workspace"
+            )
         if name == "bash":
             timeout = arguments.get("timeout")
             return f"$ {arguments['command']}" + (f"\n(timeout {timeout} s)" if timeout else "")
@@ -200,14 +219,21 @@ class Workspace:
             return f"{head}\n{cut_middle(old, half)}\n{cut_middle(new, half)}"
         return f"{name} {arguments}"
 
-    def run(self, name: str, arguments: Any) -> ToolResult:
+    def run(self, name: str, arguments: Any, *, asked: bool = False) -> ToolResult:
         """Run one tool call; every failure becomes an error result for the model.
-        (Approval is the caller's: see memstore.agent.approval.)
+        (Approval is the caller's: see memstore.agent.approval; `asked`: the user approved
+        a call that its ToolRequest said `asks`.)
 
         Only KeyboardInterrupt and SystemExit (not Exceptions) propagate."""
         try:
             self._check(name, arguments)
-            return ToolResult(valid_text(self._handlers[name](**arguments)))
+            if name == "read_file" and asked:
+                text = self._read(**arguments, links_allowed=True)
+            else:
+                text = self._handlers[name](**arguments)
+            # What a file or a command says that a person would not see (tag characters a
+            # model reads as text) is shown to the model as \u{…}, as memstore shows it.
+            return ToolResult(show_hidden(valid_text(text)))
         except ToolRefused as refusal:
             return ToolResult(valid_text(str(refusal)), is_error=True)
         except OSError as error:
@@ -280,10 +306,16 @@ class Workspace:
         return run_bash(self.root, command, timeout)
 
     def read_file(self, path: str, limit: Any = None, offset: Any = None) -> str:
+        return self._read(path, limit, offset, links_allowed=False)
+
+    def _read(
+        self, path: str, limit: Any = None, offset: Any = None, *, links_allowed: bool
+    ) -> str:
         count = None if limit is None else whole_number(limit, "limit", minimum=1)
         # offset 0 is taken as 1, as the model sometimes counts from 0.
         first = 1 if offset is None else max(whole_number(offset, "offset", minimum=0), 1)
-        return read_numbered_lines(self.path(path), path, count=count, first=first)
+        target = self.path(path)
+        return read_numbered_lines(target, path, count=count, first=first, links=links_allowed)
 
     def write_file(self, path: str, content: str) -> str:
         if not isinstance(content, str):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -99,6 +99,11 @@ def plan_given_index(
 _INDEX_LINE = re.compile(
     r"- \[(?P<name>[a-z0-9-]+)\]\((?:<[^<>\n]+\.md>|[^\s()<>]+\.md)\) — [^\n]*\n"
 )
+# Such a line where a line starts, the last one with or without its line break.
+_WHOLE_INDEX_LINE = re.compile(
+    r"^- \[(?P<name>[a-z0-9-]+)\]\((?:<[^<>\n]+\.md>|[^\s()<>]+\.md)\) — [^\n]*(?:\n|\Z)",
+    re.M,
+)
 _OMITTED_NOTE = re.compile(r"> (?P<count>[1-9][0-9]{0,9}) more memories are not listed[^\n]*\n")
 
 
@@ -160,3 +165,14 @@ def _index_line_ranks(store: MemoryStore, names: set[str]) -> dict[str, set[int]
                 rank = TYPE_ORDER.get(summary.type, len(TYPE_ORDER))
                 found.setdefault(index_line(summary), set()).add(rank)
     return found
+
+
+def without_index_lines(content: bytes, names: Collection[str]) -> bytes:
+    """MEMORY.md without the lines, in memstore's form, that link a memory of `names`
+    (whoever wrote the rest of it, which is kept byte for byte)."""
+    wanted = set(names)
+    if not wanted:
+        return content
+    text = content.decode("utf-8", "surrogateescape")
+    kept = _WHOLE_INDEX_LINE.sub(lambda line: "" if line["name"] in wanted else line[0], text)
+    return kept.encode("utf-8", "surrogateescape")

@@ -6,14 +6,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from memstore.files.format import render_memory_file
 from memstore.storage.chain import is_purged
 from memstore.storage.models import MemoryEvent, MemoryRecord, MemorySummary
+from memstore.text import show_hidden
 
 
-class MemoryListing(BaseModel):
+class Shown(BaseModel):
+    """A result the model reads: a character no person would see (a tag character, a
+    bidirectional override) in any of its text is written as \\u{…}, as every output does."""
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _hidden_shown(cls, value: Any) -> Any:
+        return show_hidden(value) if isinstance(value, str) else value
+
+
+class MemoryListing(Shown):
     name: str = Field(description="The memory's name (kebab-case; its file is <name>.md).")
     type: str = Field(description="user, feedback, project or reference.")
     description: str = Field(description="Its one line, as the MEMORY.md index shows it.")
@@ -33,7 +44,7 @@ class RecalledMemory(MemoryListing):
     )
 
 
-class RecallResult(BaseModel):
+class RecallResult(Shown):
     path: str = Field(
         description="How the memories were chosen: keyword, keyword+semantic, or none."
     )
@@ -45,7 +56,7 @@ class SearchHitResult(MemoryListing):
     score: float = Field(description="bm25 relevance (higher is better).")
 
 
-class SearchResult(BaseModel):
+class SearchResult(Shown):
     hits: list[SearchHitResult] = Field(description="The matching memories, best first.")
     note: str = Field(description="Why there are no hits, when there are none; else empty.")
 
@@ -64,12 +75,12 @@ class ShownMemory(MemoryListing):
         return cls(**shown, text=render_memory_file(memory))
 
 
-class ListResult(BaseModel):
+class ListResult(Shown):
     memories: list[MemoryListing] = Field(description="The memories, by name (at most `limit`).")
     count: int = Field(description="How many memories there are (of the type, if given).")
 
 
-class ChangeResult(BaseModel):
+class ChangeResult(Shown):
     name: str = Field(description="The name the memory has now (the name used).")
     changed: bool = Field(description="Whether the store was changed.")
     version: int | None = Field(description="Its version now; null once forgotten.")
@@ -77,7 +88,7 @@ class ChangeResult(BaseModel):
     note: str = Field(description="What happened, in one line.")
 
 
-class EventResult(BaseModel):
+class EventResult(Shown):
     at: str = Field(description="When (ISO 8601, UTC).")
     operation: str = Field(description="create, update, delete or restore.")
     name: str = Field(description="The memory's name at that event.")
@@ -103,7 +114,7 @@ class EventResult(BaseModel):
         )
 
 
-class RunResult(BaseModel):
+class RunResult(Shown):
     started_at: str = Field(description="When the run began (ISO 8601, UTC).")
     run_id: str = Field(description="The run's id.")
     actor: str = Field(description="Who ran it: cli, chat, mcp, import, consolidation, ...")
@@ -125,7 +136,7 @@ class RunResult(BaseModel):
         )
 
 
-class HistoryResult(BaseModel):
+class HistoryResult(Shown):
     events: list[EventResult] = Field(
         description="For a name: its events, oldest first; else empty."
     )

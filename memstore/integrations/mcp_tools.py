@@ -59,6 +59,7 @@ from memstore.storage.validation import (
     check_name,
     name_from_text,
 )
+from memstore.text import show_hidden
 
 ACTOR = "mcp"
 # A client's name and version go into each run's command: untrusted text, kept short.
@@ -352,12 +353,12 @@ class MemoryTools:
     async def index(self) -> str:
         """The MEMORY.md index: one line per memory, name and description."""
         store = self.existing_store()
-        return render_index(store.summaries() if store is not None else [])
+        return show_hidden(render_index(store.summaries() if store is not None else []))
 
     async def memory_file(self, name: str) -> str:
         """A memory's canonical file text (.memory/<name>.md)."""
         try:
-            return render_memory_file(self.store.get(check_name(name)))
+            return show_hidden(render_memory_file(self.store.get(check_name(name))))
         except MemstoreError as error:
             raise ResourceNotFoundError(str(error)) from None
 

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 
 from memstore.files.format import render_memory_file
 from memstore.storage.models import MemoryRecord
+from memstore.text import show_hidden
 
 ROOT = "/memories"
 # A view of /memories lists at most this many files (it goes into the model's context).
@@ -17,9 +18,10 @@ LINE_NUMBER_WIDTH = 6
 
 
 def numbered(lines: list[str], first: int, last: int) -> str:
-    """Lines `first` to `last` (from 1) of a file, each after its number."""
+    """Lines `first` to `last` (from 1) of a file, each after its number; a character no
+    person would see (a tag character) written as \\u{…}, as every output shows it."""
     return "\n".join(
-        f"{str(number).rjust(LINE_NUMBER_WIDTH)}\t{lines[number - 1]}"
+        f"{str(number).rjust(LINE_NUMBER_WIDTH)}\t{show_hidden(lines[number - 1])}"
         for number in range(first, last + 1)
     )
 

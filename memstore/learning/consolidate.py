@@ -34,6 +34,7 @@ from memstore.llm.replies import json_from_reply
 from memstore.storage.models import MemoryRecord, utc_now
 from memstore.storage.run_lock import run_alone
 from memstore.storage.store import MemoryStore
+from memstore.text import show_hidden
 
 log = logging.getLogger(__name__)
 
@@ -277,7 +278,9 @@ def consolidation_prompt(
         if len(batch) == total
         else f"These are {len(batch)} of {total} memories (all of type {batch[0].type})."
     )
-    return (
+    # What no one would see in a memory is shown to the model as \u{…}: a hidden line
+    # cannot steer the plan, and a merged memory keeps it visible.
+    return show_hidden(
         f"{scope} The store should end with at most {max_memories} memories, so aim to keep "
         f"at most {target} of these; merging is better than dropping.\n\n"
         + "\n".join(_shown(m) for m in batch)

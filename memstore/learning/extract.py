@@ -26,7 +26,7 @@ from memstore.recall.selection import memory_catalog
 from memstore.storage.models import MemoryRecord, MemorySummary
 from memstore.storage.store import MemoryStore
 from memstore.storage.validation import NAME_PATTERN
-from memstore.text import cut_middle
+from memstore.text import cut_middle, show_hidden
 
 if TYPE_CHECKING:
     from memstore.recall.vectors import SemanticIndex
@@ -297,6 +297,8 @@ def extraction_prompt(
     if others:
         parts.append(f"Other existing memories (do not reuse these names):\n{others}")
     existing = "\n\n".join(parts) or "Existing memories: (none yet)"
-    return (
+    # What no one would see (a file read in the conversation may hide text in tag
+    # characters) is shown to the model as \u{…}: it cannot ask for a memory unseen.
+    return show_hidden(
         f"{existing}\n\nThe end of the conversation:\n<conversation>\n{transcript}\n</conversation>"
     )

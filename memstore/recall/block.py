@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from memstore.storage.records import MemoryRecord
+from memstore.text import show_hidden
 
 log = logging.getLogger(__name__)
 
@@ -67,11 +68,17 @@ def _compact(memory: MemoryRecord) -> str:
 
 
 # Everything that reads as an angle bracket, not only < and > (fullwidth, small, CJK and
-# mathematical forms, and the negated signs whose compatibility form holds one), is escaped
-# like them: recalled text cannot spell a tag, whatever case, spacing, width or zero-width
-# characters it uses.
-_LOOKS_LIKE_OPEN = "<\uff1c\ufe64\u2039\u3008\u2329\u27e8\u02c2\u276e\u1438\u226e"
-_LOOKS_LIKE_CLOSE = ">\uff1e\ufe65\u203a\u3009\u232a\u27e9\u02c3\u276f\u1433\u226f"
+# mathematical forms, guillemets, ornaments, and the negated signs whose compatibility form
+# holds one), is escaped like them: recalled text cannot spell a tag, whatever case, spacing,
+# width or zero-width characters it uses. French quotes are the price: «mot» reads &lt;mot&gt;.
+_LOOKS_LIKE_OPEN = (
+    "<\uff1c\ufe64\u2039\u3008\u2329\u27e8\u02c2\u276e\u1438\u226e"
+    "\u00ab\u300a\u2770\u29fc\u276c\u27ea\u2991\u2993\u226a\u22d6\u22d8"
+)
+_LOOKS_LIKE_CLOSE = (
+    ">\uff1e\ufe65\u203a\u3009\u232a\u27e9\u02c3\u276f\u1433\u226f"
+    "\u00bb\u300b\u2771\u29fd\u276d\u27eb\u2992\u2994\u226b\u22d7\u22d9"
+)
 _AS_DATA = str.maketrans(
     {"&": "&amp;"}
     | dict.fromkeys(_LOOKS_LIKE_OPEN, "&lt;")
@@ -81,8 +88,10 @@ _AS_DATA = str.maketrans(
 
 def as_data(text: str) -> str:
     """`text` (recalled memories, the memory index) escaped for the prompt: &, < and > (and
-    their look-alikes) as &amp;, &lt; and &gt;."""
-    return text.translate(_AS_DATA)
+    their look-alikes) as &amp;, &lt; and &gt;, and the characters a person would not see
+    (tag characters, bidirectional controls) written as \\u{…}, so that the model reads
+    what a person reviewing the memory sees."""
+    return show_hidden(text).translate(_AS_DATA)
 
 
 def _with_age(memory: MemoryRecord, now: datetime) -> str:

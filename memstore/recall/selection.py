@@ -12,6 +12,7 @@ from memstore.llm.client import ModelClient, ask_text, small_model_name
 from memstore.llm.replies import json_from_reply
 from memstore.recall.fusion import SEMANTIC_TEXT_MAX_CHARS, offline_recall
 from memstore.storage.records import MemorySummary
+from memstore.text import show_hidden
 
 if TYPE_CHECKING:
     from memstore.recall.vectors import SemanticIndex
@@ -77,7 +78,8 @@ def selection_prompt(text: str, catalog: Sequence[tuple[str, str]]) -> str:
     lines = "\n".join(
         f"{i}: {name} — {description}" for i, (name, description) in enumerate(catalog)
     )
-    return f"Recent user messages:\n{text}\n\nMemories:\n{lines}"
+    # What no one would see in a memory or a message is shown to the model as \u{…}.
+    return show_hidden(f"Recent user messages:\n{text}\n\nMemories:\n{lines}")
 
 
 def parse_indices(reply: str, count: int, max_items: int) -> list[int]:

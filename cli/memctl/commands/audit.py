@@ -24,6 +24,7 @@ from memctl.render import (
     print_json_rows,
     print_table,
     run_as_dict,
+    visible_controls,
 )
 from memstore.errors import StoreUnavailable
 
@@ -32,6 +33,10 @@ if TYPE_CHECKING:
 
     from memstore.storage.history_reader import EventView, RunView
     from memstore.storage.store import MemoryStore
+
+# What `memctl sql` prints at most by default, in bytes of values: far more than a store's
+# memories, and a table's first rows (held to measure its columns) stay within it.
+SQL_MAX_BYTES = 16_000_000
 
 
 def history(
@@ -203,7 +208,30 @@ def purge(
                 f"{error}: on a server only the tables' owner role may erase history; run"
                 " memctl purge as that role (docs/postgresql.md)"
             )
-    err(f"purged {name}: the content of {report.events} events erased (run {report.run_id[:8]})")
+        err(
+            f"purged {name}: the content of {report.events} events erased (run {report.run_id[:8]})"
+        )
+        _purge_files(store, {e.memory_id for e in events}, {e.memory_name for e in events})
+
+
+def _purge_files(store: MemoryStore, memory_ids: set[int], names: set[str]) -> None:
+    """The purged memory out of .memory/ too, at once: its file and its MEMORY.md line
+    (docs/audit.md). The purge is committed whatever happens here; the files left say so."""
+    from memstore.errors import ExportFailed
+    from memstore.files.purged_files import remove_purged
+
+    folder = State.workspace.memory_folder
+    try:
+        done = remove_purged(store, folder, memory_ids, names)
+    except (OSError, ExportFailed) as error:
+        fail(
+            f"the purge is saved, but {folder} still holds its files: {error}; remove"
+            f" {', '.join(sorted(f'{n}.md' for n in names))} and its MEMORY.md line by hand"
+        )
+    changed = [str(folder / file_name) for file_name in done.removed]
+    if done.index_rewritten:
+        changed.append(f"its line in {folder / 'MEMORY.md'}")
+    err(f"removed {' and '.join(changed)}" if changed else f"{folder} held no file of it")
 
 
 def sql(
@@ -216,14 +244,22 @@ def sql(
     max_rows: Annotated[
         int, typer.Option("--max-rows", min=0, help="Print at most this many rows (0: all).")
     ] = 10_000,
+    max_bytes: Annotated[
+        int,
+        typer.Option(
+            "--max-bytes", min=0, help="Print at most about this many bytes of values (0: all)."
+        ),
+    ] = SQL_MAX_BYTES,
 ) -> None:
-    """Run one read-only SQL query; docs/audit.md lists the tables and views. Ctrl-C stops it."""
+    """Run one read-only SQL query; docs/audit.md lists the tables and views. Ctrl-C stops it.
+    The time limit covers printing too."""
     import signal
 
     # Opening it migrates the database first, where it can be written.
     with open_store(read_only=True) as store:
         running = store.read_only_query(query, timeout=timeout or None, max_rows=max_rows or None)
     with running:
+        running.limit_bytes(max_bytes or None)
         # Python's own SIGINT handling waits for SQLite to return, which a runaway query
         # never does: the handler interrupts the connection instead.
         previous = signal.signal(signal.SIGINT, lambda *_: running.interrupt())
@@ -241,6 +277,8 @@ def sql(
             signal.signal(signal.SIGINT, previous)
     if running.truncated:
         err(f"stopped after {max_rows} rows: --max-rows N for more, 0 for all")
+    if running.cut_at_bytes:
+        err(f"stopped before {max_bytes:,} bytes of output: --max-bytes N for more, 0 for all")
 
 
 def events_table(events: Sequence[EventView]) -> None:
@@ -270,7 +308,8 @@ def _show_run(run: RunView, events: Sequence[EventView], json: bool) -> None:
         ("undoes", run.undoes),
     ):
         if value is not None:
-            print(f"{label + ':':<10}{value}")
+            # A command line may carry a memory's text: shown, not run nor hidden.
+            print(f"{label + ':':<10}{visible_controls(value)}")
     if events:
         print()
         events_table(events)

@@ -24,6 +24,7 @@ from memctl.context import (
 from memctl.render import visible_controls
 from memstore.errors import SecretRefused
 from memstore.settings import DB_VARIABLE
+from memstore.text import show_hidden
 
 if TYPE_CHECKING:
     from memstore.storage.store import MemoryStore
@@ -118,7 +119,8 @@ def index() -> None:
 
     with reading() as store:
         text = render_index(store.summaries())
-    sys.stdout.write(visible_controls(text) if sys.stdout.isatty() else text)
+    # As `memctl show`: the terminal's escapes on a terminal, the hidden characters anywhere.
+    sys.stdout.write(visible_controls(text) if sys.stdout.isatty() else show_hidden(text))
 
 
 def _folder(given: str | None) -> Path:

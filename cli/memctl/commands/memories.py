@@ -32,6 +32,7 @@ from memctl.render import (
     visible_controls,
 )
 from memstore.errors import MemstoreError, NothingToRestore, SecretRefused
+from memstore.text import show_hidden
 
 if TYPE_CHECKING:
     from memstore.storage.models import MemoryRecord
@@ -64,8 +65,9 @@ def show(name: str, json: JsonOption = False) -> None:
         print_json(memory_as_dict(memory))
     else:
         text = render_memory_file(memory)
-        # A memory is untrusted text: on a terminal its escape sequences are shown, not run.
-        sys.stdout.write(visible_controls(text) if sys.stdout.isatty() else text)
+        # A memory is untrusted text: on a terminal its escape sequences are shown, not run;
+        # anywhere, what would not be seen is shown (a pipe is often read by a model).
+        sys.stdout.write(visible_controls(text) if sys.stdout.isatty() else show_hidden(text))
 
 
 def add(

@@ -28,7 +28,12 @@ from memstore.errors import (
 from memstore.storage.dbapi import BUSY_TIMEOUT_MS
 from memstore.storage.engine import to_json, writer
 from memstore.storage.memory_folder import create_private_file, ensure_gitignore
-from memstore.storage.query import ReadOnlyQuery, query_failed
+from memstore.storage.query import (
+    ReadOnlyQuery,
+    query_failed,
+    time_limit_reached,
+    value_too_big,
+)
 from memstore.storage.revision import check_revision, recorded_revision
 from memstore.storage.schema_version import SCHEMA_HEAD
 from memstore.storage.sqlite.reader import connect_read_only, has_table, register_functions
@@ -248,6 +253,13 @@ class FileQuery(ReadOnlyQuery):
         self.columns = [d[0] for d in self._cursor.description or []]
         return self.columns
 
+    def limit_bytes(self, max_bytes: int | None) -> None:
+        """As ReadOnlyQuery's, and SQLite builds no string or BLOB longer either: the
+        query fails at once rather than filling memory (randomblob(3e8))."""
+        super().limit_bytes(max_bytes)
+        if max_bytes is not None:
+            self._connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max(max_bytes, 1))
+
     def interrupt(self) -> None:
         self.interrupted = True
         self._connection.interrupt()
@@ -275,10 +287,10 @@ class FileQuery(ReadOnlyQuery):
             if self.interrupted:
                 raise KeyboardInterrupt from None
             if self._deadline is not None and time.monotonic() > self._deadline:
-                raise QueryFailed(
-                    f"sql: stopped after {self.timeout:g} s, the time limit"
-                    " (--timeout SECONDS to allow more, 0 for none)"
-                ) from None
+                raise time_limit_reached(self.timeout) from None
+            too_big = getattr(error, "sqlite_errorcode", None) == sqlite3.SQLITE_TOOBIG
+            if too_big and self.max_bytes is not None:
+                raise value_too_big(self.max_bytes) from None
             if self._denied:
                 raise QueryFailed(f"sql: {self._denied[0]}() is not allowed here") from None
             if getattr(error, "sqlite_errorcode", None) == sqlite3.SQLITE_CORRUPT:
