@@ -212,6 +212,7 @@ SHAPE_LOOK_ALIKES = [
     "Our machine learning login page password reset is broken",
     "machine api.example.com login USERNAME password PASSWORD",
     ".pgpass lines read hostname:port:database:username:password",
+    "https://api.example.com/v1/usage?start=2026-01-01T10:15:30Z&end=2026-01-02T11:45:00Z",
     "localhost:5432:mydb:myuser:mypassword",
     "docker login -p is deprecated: use --password-stdin",
     "docker run -p 8080:80 -p 5432:5432 nginx",
@@ -289,3 +290,10 @@ HELD_OUT_LOOK_ALIKES = [
     "TOKEN_SCOPES=" + ",".join(["repo", "read:org", "workflow", "write:packages"] * 20),
     "api_key_docs=https://docs.example.com/" + "section/" * 40 + "keys",
 ]
+
+# Held-out cases the check misses, said so in docs/file-format.md: a `default` .netrc line's
+# password of letters only (no host to tell it from prose), a URL percent-encoded twice.
+KNOWN_MISSES = frozenset(["netrc default", "double URL-encoded Redis URL"])
+ALL_CREDENTIALS = CREDENTIALS + SHAPES + HELD_OUT_SHAPES
+ALL_LOOK_ALIKES = LOOK_ALIKES + SHAPE_LOOK_ALIKES + HELD_OUT_LOOK_ALIKES
+CAUGHT = [(label, text) for label, text in ALL_CREDENTIALS if label not in KNOWN_MISSES]

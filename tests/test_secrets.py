@@ -25,7 +25,14 @@ from memstore.storage.store import MemoryStore
 from memstore.storage.undo import undo_run
 from tests.anthropic_server import AnthropicServer, text_reply
 from tests.conftest import MemctlRunner, write
-from tests.secret_corpus import CREDENTIALS, LOOK_ALIKES
+from tests.secret_corpus import (
+    ALL_CREDENTIALS,
+    ALL_LOOK_ALIKES,
+    CAUGHT,
+    CREDENTIALS,
+    KNOWN_MISSES,
+    LOOK_ALIKES,
+)
 
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 
@@ -182,6 +189,21 @@ ADVERSARIAL = [
     "aws_secret_access_key=" * 9_000,
     "SG." * 66_000,
     "https://hooks.slack.com/services/T" + "a" * 200_000,
+    # The rules of issue 28's shapes.
+    "a:1:b:c:" * 25_000,
+    "a:1:" + "b\\:" * 70_000,
+    "M" * 200_000,
+    "LS0tLS1CRUdJTi" * 14_000,
+    "b3BlbnNzaC1rZXktdjE" * 11_000,
+    "&sig=" * 40_000,
+    ("&sig=" + "A" * 60) * 3_000,
+    "%3A%2F%2Fa:" * 20_000,
+    "docker login -p" * 14_000,
+    "machine a.b login c password " * 7_000,
+    "default login x " * 13_000,
+    ("password=" + "a1" * 200 + "(") * 480,
+    ('api_key="' + "a1" * 200) * 480,
+    "https://u:" + "p" * 200_000,
 ]
 
 
@@ -190,7 +212,8 @@ def test_adversarial_input_is_scanned_quickly(text: str) -> None:
     assert len(text) >= 190_000
     # Every rule's trigger, so that every rule scans the whole text.
     text += " sk-ant- :// eyJ Bearer passw secret token key access AKIA ghp_ glpat- xox xapp-"
-    text += " hooks.slack.com AIza k_live_ npm_ hf_ SG. PRIVATE KEY"
+    text += " hooks.slack.com AIza k_live_ npm_ hf_ SG. PRIVATE KEY LS0tLS1CRUdJTi sig="
+    text += " %3A%2F%2F docker login machine default :1:a:b:c b3BlbnNzaC1rZXktdjE M"
     started = time.perf_counter()
     find_secrets(text)
     # About 0.2 s here; a rule that backtracks takes minutes. A busy machine may take more.
@@ -209,17 +232,85 @@ def test_only_the_first_megabyte_is_scanned() -> None:
 
 
 def test_the_tables_are_large_enough() -> None:
-    assert len(CREDENTIALS) >= 30 and len(LOOK_ALIKES) >= 30
+    assert len(CREDENTIALS) >= 30 and len(LOOK_ALIKES) >= 40
+    assert len(ALL_CREDENTIALS) >= 70 and len(ALL_LOOK_ALIKES) >= 70
 
 
-@pytest.mark.parametrize(("label", "text"), CREDENTIALS, ids=[c[0] for c in CREDENTIALS])
+@pytest.mark.parametrize(("label", "text"), CAUGHT, ids=[c[0] for c in CAUGHT])
 def test_each_credential_is_found(label: str, text: str) -> None:
     assert find_secrets(text), label
 
 
-@pytest.mark.parametrize("text", LOOK_ALIKES)
+@pytest.mark.parametrize("label", sorted(KNOWN_MISSES))
+def test_the_known_misses_are_as_the_docs_say(label: str) -> None:
+    assert find_secrets(dict(ALL_CREDENTIALS)[label]) == []
+
+
+@pytest.mark.parametrize("text", ALL_LOOK_ALIKES, ids=[text[:30] for text in ALL_LOOK_ALIKES])
 def test_each_look_alike_passes(text: str) -> None:
     assert find_secrets(text) == []
+
+
+def test_a_long_value_is_judged_whole() -> None:
+    value = "a1B2c3D4e5" * 40
+    found = find_secrets(f"DB_PASSWORD={value} # rotated monthly")
+    assert kinds(f"DB_PASSWORD={value}") == ["secret assignment"]
+    assert found[0].end == len("DB_PASSWORD=") + len(value)
+    # Judged as a whole value is: code after it, a placeholder, an unclosed quote, a key that
+    # names a file.
+    assert find_secrets(f"DB_PASSWORD={value}(salt)") == []
+    assert find_secrets("API_KEY=" + "x" * 400) == []
+    assert find_secrets(f'SECRET_KEY="{value}') == []
+    assert find_secrets(f"SECRET_KEY_FILE={value}") == []
+    # A key word inside a long value is not tried again, and a key after it is.
+    assert kinds(f"SECRET={value}password=x ghp_{'a1B2c3D4e5' * 4}") == [
+        "secret assignment",
+        "GitHub token",
+    ]
+
+
+def test_a_memory_past_what_the_check_reads_is_refused() -> None:
+    limit = secrets.SCAN_MAX_CHARS
+    assert memory_secret("notes", "d", "b", {"notes": "x " * (limit // 2 - 20)}) is None
+    found = memory_secret("notes", "d", "b", {"notes": "x " * (limit // 2)})
+    assert found is not None and found.field == "extra"
+    error = secrets.refusal(found, "notes")
+    assert isinstance(error, SecretRefused) and "\n" not in str(error)
+    assert str(error) == (
+        f"memory 'notes': extra is too long to check for secrets ({found.finding.end:,} "
+        f"characters with the rest of the memory; the check reads {limit:,}); not saved"
+    )
+
+
+def test_import_reads_a_file_whole_or_refuses_it(memctl: MemctlRunner, tmp_path: Path) -> None:
+    token = "ghp_" + "x7Kq2mP9vR4sT1wY6zB3nC8dF5gH0jL2aE4i"
+    # A token after the first megabyte of a file under import's limit (1 MiB): stored
+    # unread before.
+    notes = "x " * 500_100 + token
+    write(
+        tmp_path / "a" / "big.md", f"---\ntype: project\ndescription: d\nnotes: {notes}\n---\nb\n"
+    )
+    done = memctl("import", str(tmp_path / "a"))
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[0] == (
+        "invalid: big.md: extra holds what looks like a GitHub token; secrets are not saved"
+        " (--allow-secret imports it)"
+    )
+    # Frontmatter that grows as JSON (each '"' escaped) past what the check reads: refused
+    # in one line, not stored unread.
+    notes = 'x"' * 500_000
+    write(
+        tmp_path / "b" / "big.md", f"---\ntype: project\ndescription: d\nnotes: {notes}\n---\nb\n"
+    )
+    done = memctl("import", str(tmp_path / "b"))
+    assert done.returncode == 1
+    first = done.stderr.splitlines()[0]
+    assert first.startswith("invalid: big.md: extra is too long to check for secrets (1,500,0"), (
+        first
+    )
+    assert first.endswith("the check reads 1,048,576); not saved (--allow-secret imports it)")
+    assert "Traceback" not in done.stderr
+    assert memctl("list", "--json").stdout.strip() in ("", "[]")
 
 
 def test_a_memory_is_checked_as_a_whole() -> None:
