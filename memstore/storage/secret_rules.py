@@ -35,6 +35,13 @@ class SecretRule(NamedTuple):
     needles: tuple[str, ...]
     # A further test of each match, for the rules that need one.
     check: Callable[[re.Match[str]], bool] | None = None
+    # For a rule of several formats, one group each (k0, k1, …): the kind of each.
+    kinds: tuple[str, ...] = ()
+
+    def kind_of(self, match: re.Match[str]) -> str:
+        if not self.kinds or match.lastgroup is None:
+            return self.kind
+        return self.kinds[int(match.lastgroup[1:])]
 
 
 RULES: list[SecretRule] = [
@@ -277,10 +284,22 @@ VENDOR_TOKENS = [
     ("age secret key", "AGE-SECRET-KEY-1", "[0-9A-Z]{58}"),
     ("Atlassian token", "ATATT3", r"[\w=-]{150,400}"),
 ]
-RULES += [
-    SecretRule(kind, re.compile(r"\b" + re.escape(prefix) + rest + r"(?![\w-])"), (prefix,))
-    for kind, prefix, rest in VENDOR_TOKENS
-]
+# One pattern for all of them: one scan of a text that holds any prefix, not one a prefix.
+RULES.append(
+    SecretRule(
+        "vendor token",
+        re.compile(
+            r"\b(?:"
+            + "|".join(
+                f"(?P<k{index}>{re.escape(prefix)}{rest})"
+                for index, (_, prefix, rest) in enumerate(VENDOR_TOKENS)
+            )
+            + r")(?![\w-])"
+        ),
+        tuple(prefix for _, prefix, _ in VENDOR_TOKENS),
+        kinds=tuple(kind for kind, _, _ in VENDOR_TOKENS),
+    )
+)
 RULES.append(
     SecretRule(
         "Terraform Cloud token",
@@ -288,7 +307,7 @@ RULES.append(
         ("atlasv1",),
     )
 )
-RULES += [SecretRule(rule.kind, rule.pattern, rule.needles, rule.check) for rule in ENCODED_RULES]
+RULES += [SecretRule(*rule) for rule in ENCODED_RULES]
 
 # A .pgpass line's host, just before its ":port": a name or an address (a letter or a dot
 # in it: not a number, nor a time as in 12:30:45:…) or "*", at the start of a word (so that a

@@ -107,7 +107,8 @@ def find_secrets(text: str, *, generic: bool = True) -> list[SecretFinding]:
         for match in rule.pattern.finditer(text):
             if rule.check is not None and not rule.check(match):
                 continue
-            found.append(SecretFinding(rule.kind, match.start(), _mask(match.group()), match.end()))
+            kind = rule.kind_of(match)
+            found.append(SecretFinding(kind, match.start(), _mask(match.group()), match.end()))
             spans.append(match.span())
     # The spans found so far by start, with the furthest end up to each: an assignment
     # overlaps one of them iff some span starting before its end ends after its start.
