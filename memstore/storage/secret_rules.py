@@ -22,7 +22,7 @@ from memstore.storage.secret_values import (
     looks_like_password,
     looks_secret,
     netrc_password,
-    plain_password,
+    pgpass_line,
     user_and_password,
 )
 
@@ -206,7 +206,7 @@ RULES: list[SecretRule] = [
             r":(?P<value>(?:[^\s:\\]|\\.)++)(?=[\s`'\")\]]|$)"
         ),
         (":",),
-        check=lambda match: pgpass_line(match),
+        check=pgpass_line,
     ),
     SecretRule(
         # docker login -p PASSWORD (and the tools that copy its options).
@@ -308,28 +308,6 @@ RULES.append(
     )
 )
 RULES += [SecretRule(*rule) for rule in ENCODED_RULES]
-
-# A .pgpass line's host, just before its ":port": a name or an address (a letter or a dot
-# in it: not a number, nor a time as in 12:30:45:…) or "*", at the start of a word (so that a
-# longer run of fields, as in /etc/passwd, is not one).
-_HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
-_HOST_MAX_CHARS = 253
-
-
-def pgpass_line(match: re.Match[str]) -> bool:
-    text, end = match.string, match.start()
-    if text[end - 1 : end] == "*":
-        start = end - 1
-    else:
-        start = end
-        while start > 0 and end - start < _HOST_MAX_CHARS and text[start - 1] in _HOST_CHARS:
-            start -= 1
-        if not any(c.isalpha() or c == "." for c in text[start:end]):
-            return False
-    if start > 0 and (text[start - 1] in _HOST_CHARS or text[start - 1] in "*:\\"):
-        return False
-    return plain_password(match["value"])
-
 
 # Rules that match a value of any shape after a word that names a secret, and the others.
 GENERIC_KINDS = frozenset(

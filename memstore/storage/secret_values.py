@@ -1,6 +1,7 @@
 """Whether a value a secret rule matched is a secret: not a placeholder (`${VAR}`,
 `<your-key>`, `xxxx`, `changeme`), not a word, a name, a number, a version, a path or a URL,
-and, after a word that says "password", long enough to be one (see memstore.storage.secrets).
+and, after a word that says "password", long enough to be one (see memstore.storage.secrets);
+in a file made for passwords (.netrc, .pgpass), a word too.
 """
 
 from __future__ import annotations
@@ -124,3 +125,26 @@ PLACEHOLDER_IN_URL = re.compile(
     r"|\$\{?\w{1,256}\}?|\{\{?[^}]{0,256}\}\}?|%s|%\(\w{1,64}\)s|\.\.\.|…)@"
     r"|://(?:user|username|login):pass@"  # user:pass, the documentation's idiom
 )
+
+
+# A .pgpass line's host, just before its ":port": a name or an address (a letter or a dot
+# in it: not a number, nor a time as in 12:30:45:…) or "*", at the start of a word (so that a
+# longer run of fields, as in /etc/passwd, is not one).
+_HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+_HOST_MAX_CHARS = 253
+
+
+def pgpass_line(match: re.Match[str]) -> bool:
+    """A .pgpass line, matched from its ":port": a host just before it, and a password."""
+    text, end = match.string, match.start()
+    if text[end - 1 : end] == "*":
+        start = end - 1
+    else:
+        start = end
+        while start > 0 and end - start < _HOST_MAX_CHARS and text[start - 1] in _HOST_CHARS:
+            start -= 1
+        if not any(c.isalpha() or c == "." for c in text[start:end]):
+            return False
+    if start > 0 and (text[start - 1] in _HOST_CHARS or text[start - 1] in "*:\\"):
+        return False
+    return plain_password(match["value"])
