@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,7 @@ from memstore.storage.store import MemoryStore
 from tests.anthropic_server import AnthropicServer, text_reply
 from tests.conftest import MemctlRunner, write
 from tests.secret_corpus import ALL_LOOK_ALIKES, CAUGHT
+from tests.test_hook import prompt, session_start
 from tests.test_mcp import connected
 
 CREDENTIAL_TEXTS = [text for _, text in CAUGHT]
@@ -223,3 +226,25 @@ def test_the_doors_share_one_check(tmp_path: Path) -> None:
             with pytest.raises(SecretRefused), store.transaction() as tx:
                 tx.create("m", "project", "d", text)
         assert store.count() == 0
+
+
+def test_the_hook_does_not_run_the_check(tmp_path: Path) -> None:
+    """Claude Code's hook reads memories on every prompt: the check, a cost of writes, stays
+    out of its path (docs/file-format.md says so)."""
+    project = tmp_path / "project"
+    with MemoryStore(project / ".memory" / "memstore.db") as store:
+        store.create("deploy", "project", "How to deploy", "Run `make deploy`.")
+    script = (
+        "import json, sys\n"
+        "sys.argv = ['memctl', 'hook']\n"
+        "from memctl.entry import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "sys.stderr.write(json.dumps(sorted(sys.modules)))\n"
+    )
+    for stdin in (prompt(project, "how do we deploy"), session_start(project)):
+        done = subprocess.run(
+            [sys.executable, "-c", script], input=stdin.encode(), capture_output=True, check=True
+        )
+        assert done.stdout.startswith(b'{"hookSpecificOutput"'), done.stdout
+        modules = json.loads(done.stderr)
+        assert [m for m in modules if m.startswith("memstore.storage.secret")] == []
