@@ -33,6 +33,23 @@ class SecretRefused(InvalidMemory):
         )
 
 
+class TooLongToCheck(SecretRefused):
+    """A memory with more text than the secret check reads: refused as a secret is, since
+    what the check has not read it cannot clear."""
+
+    def __init__(self, field: str, length: int, limit: int, name: str | None = None) -> None:
+        InvalidMemory.__init__(
+            self,
+            field,
+            f"is too long to check for secrets ({length:,} characters with the rest of the "
+            f"memory; the check reads {limit:,})",
+        )
+        self.kind = "text too long to check"
+        self.name = name
+        where = f"memory {name!r}: " if name else ""
+        self.args = (f"{where}{field} {self.rule}; not saved",)
+
+
 class MemoryNotFound(MemstoreError):
     def __init__(self, name: str) -> None:
         self.name = name

@@ -25,6 +25,14 @@ from memstore.storage.store import MemoryStore
 from memstore.storage.undo import undo_run
 from tests.anthropic_server import AnthropicServer, text_reply
 from tests.conftest import MemctlRunner, write
+from tests.secret_corpus import (
+    ALL_CREDENTIALS,
+    ALL_LOOK_ALIKES,
+    CAUGHT,
+    CREDENTIALS,
+    KNOWN_MISSES,
+    LOOK_ALIKES,
+)
 
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 
@@ -181,6 +189,21 @@ ADVERSARIAL = [
     "aws_secret_access_key=" * 9_000,
     "SG." * 66_000,
     "https://hooks.slack.com/services/T" + "a" * 200_000,
+    # The rules of issue 28's shapes.
+    "a:1:b:c:" * 25_000,
+    "a:1:" + "b\\:" * 70_000,
+    "M" * 200_000,
+    "LS0tLS1CRUdJTi" * 14_000,
+    "b3BlbnNzaC1rZXktdjE" * 11_000,
+    "&sig=" * 40_000,
+    ("&sig=" + "A" * 60) * 3_000,
+    "%3A%2F%2Fa:" * 20_000,
+    "docker login -p" * 14_000,
+    "machine a.b login c password " * 7_000,
+    "default login x " * 13_000,
+    ("password=" + "a1" * 200 + "(") * 480,
+    ('api_key="' + "a1" * 200) * 480,
+    "https://u:" + "p" * 200_000,
 ]
 
 
@@ -189,7 +212,8 @@ def test_adversarial_input_is_scanned_quickly(text: str) -> None:
     assert len(text) >= 190_000
     # Every rule's trigger, so that every rule scans the whole text.
     text += " sk-ant- :// eyJ Bearer passw secret token key access AKIA ghp_ glpat- xox xapp-"
-    text += " hooks.slack.com AIza k_live_ npm_ hf_ SG. PRIVATE KEY"
+    text += " hooks.slack.com AIza k_live_ npm_ hf_ SG. PRIVATE KEY LS0tLS1CRUdJTi sig="
+    text += " %3A%2F%2F docker login machine default :1:a:b:c b3BlbnNzaC1rZXktdjE M"
     started = time.perf_counter()
     find_secrets(text)
     # About 0.2 s here; a rule that backtracks takes minutes. A busy machine may take more.
@@ -204,127 +228,89 @@ def test_only_the_first_megabyte_is_scanned() -> None:
     assert find_secrets(beyond) == []
 
 
-# -- the table: realistic credentials, and look-alikes that must pass, through every door --
-
-ZW = "\u200b"  # a zero-width space
-# Written from the credential formats (vendor prefixes and lengths, where people write
-# passwords), not fitted to the scanner.
-CREDENTIALS = [
-    ("AWS access key id", "the deploy user's key is AKIA2E0A8F3B244C9986"),
-    ("AWS secret", "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYzq8Ld4Kp2v"),
-    ("URL password", "connect with https://admin:hunter2@db.example.com/app"),
-    ("GitHub classic", "token ghp_" + "x7Kq2mP9vR4sT1wY6zB3nC8dF5gH0jL2aE4i"),
-    ("GitHub fine-grained", "github_pat_11ABCDEFG0" + "a1B2c3D4e5" * 7 + "x1"),
-    ("GitLab", "use glpat-Zx8vK2mQ9pR4sT1wY6zB for the registry"),
-    ("Slack bot", "SLACK=xoxb-2948172635-5829301746-aBcDeFgHiJkLmNoPqRsTuVwX"),
-    (
-        "Slack webhook",
-        "alerts go to https://hooks.slack.com/services/T024BE7LD/B01ABCDEF12/Xk9pQ2mR8sT4vW6yZ1aB3cD5",
-    ),
-    ("Google API key", "maps key AIzaSyD-9tSrke72PouQMnMX-a7eZSW0jkFMBWY"),
-    ("Stripe live", "billing uses sk_live_51H8a9bC0dE1fG2hI3jK4lM5nOp"),
-    ("Stripe restricted", "rk_live_51H8a9bC0dE1fG2hI3jK4lM5nOp"),
-    ("Anthropic", "ANTHROPIC_API_KEY=sk-ant-api03-" + "Xk9pQ2mR8s" * 9 + "AA"),
-    ("OpenAI project", "OPENAI_API_KEY=sk-proj-" + "Zq8vK2mQ9pR4sT1w" * 3),
-    ("npm", "//registry.npmjs.org/:_authToken=npm_" + "aB3dE5fG7hJ9kL1mN2pQ4rS6tU8vW0xY1z2A"),
-    ("Hugging Face", "HF_TOKEN hf_" + "aBcDeFgHiJkLmNoPqRsTuVwXyZ123456"),
-    ("SendGrid", "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"),
-    (
-        "private key",
-        "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA0Z3VS5JJcds3xfn/ygWyF8PbnGy0AHB7MhgH\n"
-        "-----END RSA PRIVATE KEY-----",
-    ),
-    (
-        "JWT",
-        "session eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0"
-        ".dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
-    ),
-    ("Bearer", "curl -H 'Authorization: Bearer 8f3a2b1c9d7e6f5a4b3c2d1e0f9a8b7c'"),
-    ("Basic", "Authorization: Basic " + base64.b64encode(b"deploy:Tr0ub4dor&3").decode()),
-    ("prose password", "my password is hunter2"),
-    ("prose admin", "the admin password is Sunflower!2024"),
-    ("Chinese 1", "服务器的密码是 Qwer1234!"),
-    ("Chinese 2", "数据库密码：Zx82kfP0q9"),
-    ("short after password:", "password: hunter2"),
-    ("mysql -p", "mysql -u root -pS3cr3tP4ss! app"),
-    ("Twilio API key", "twilio key SK2b1c9d7e6f5a4b3c2d1e0f9a8b7c6d5e"),
-    ("Twilio auth token", "TWILIO_AUTH_TOKEN=9d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a"),
-    ("env assignment", "DB_PASSWORD=s3cr3tvalue"),
-    ("curl -u", "curl -u deploy:Zk39!dq https://ci.example.com/api"),
-    ("PGPASSWORD", "PGPASSWORD=pgPass42 psql -h db -U app"),
-    ("netrc", "machine api.heroku.com login me@example.com password 5e8f3a21c9"),
-    ("connection string", "Server=db;Database=app;User Id=sa;Password=Pa55w0rd!;"),
-    (
-        "PyPI",
-        "pypi-AgEIcHlwaS5vcmc" + "CJGQ2ZTk5YWQtYTc4Ny00ZjJjLWE3NmQtN2M4YzQ1ZjBhYzY4AAIqWzMsImE",
-    ),
-    ("Telegram", "bot 7123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw0"),
-    ("DigitalOcean", "dop_v1_" + "4b3c2d1e0f9a8b7c" * 4),
-    ("fullwidth GitHub", "ｇｈｐ＿" + "x7Kq2mP9vR4sT1wY6zB3nC8dF5gH0jL2aE4i"),
-    ("zero-width GitHub", "gh" + ZW + "p_x7Kq2mP9vR4sT1" + ZW + "wY6zB3nC8dF5gH0jL2aE4i"),
-    ("--password", "run ./deploy --password S3cr3t!x"),
-    ("docker login", "docker login -u me --password dckr_pat_2b1c9d7e6f5a4b3c2d1e0f9a8b7"),
-    ("digits password", "the wifi password is 84721936"),
-    ("Google OAuth secret", "client secret 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"),
-]
-# Text a coding agent's memories hold every day that merely resembles a credential.
-LOOK_ALIKES = [
-    "Fixed in 3f786850e387550fdab836ed7e6dc881de23001b",
-    "https://github.com/org/repo/commit/3f786850e387550fdab836ed7e6dc881de23001b",
-    "git checkout 9fceb02 before bisecting",
-    "request id 123e4567-e89b-12d3-a456-426614174000 in the logs",
-    "![dot](data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==)",
-    "keep the token budget under 4096 tokens per turn",
-    "password policy: at least 12 characters, rotated every 90 days",
-    "ANTHROPIC_API_KEY=sk-... goes in your shell profile",
-    "password: ${DB_PASSWORD}",
-    "Authorization: Bearer <your-token>",
-    "lodash-4.17.21.tgz integrity sha512-v2kDEe57lecTulaDIuNTPy3Ry4gLGJ6Z1O3vE1krgXZNrsQ+LFTGHVxVj"
-    "cXPs17LhbZVGedAJv8XZ1tvj5FvSg==",
-    'hash = "sha256:0b1e6f1b1e2b0c5d9c8f3f2b4f2f9c1a6c2b6c4a4c1e9f8e7d6c5b4a3f2e1d0c"',
-    "image digest sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
-    "the password reset flow sends a mail",
-    "Secret management: we use Vault; never commit .env files",
-    "export DB_PASSWORD=$(vault kv get -field=password secret/db)",
-    "mysql -u root -p app  (it prompts for the password)",
-    'curl -u "$CI_USER:$CI_TOKEN" https://ci.example.com/api',
-    "the password is stored in the team vault",
-    "密码长度至少 12 位，包含大小写字母",
-    "密码是必填项，不能为空",
-    "max_tokens=4096 and temperature=0.2",
-    "tokenizer: bert-base-uncased",
-    "password_min_length: 12",
-    "API_KEY=<your-api-key>",
-    "postgres://user:password@localhost/db",
-    "Bearer token authentication is configured in auth.py",
-    "AKIA prefixes mark AWS access key ids",
-    "secret_key: SecretStr",
-    "Use --password-file /run/secrets/db rather than passing it inline",
-    "The Twilio account id lives in settings.TWILIO_ACCOUNT_SID",
-    "Run gpg --list-secret-keys to see them",
-    "Authorization: Basic <credentials>",
-    "the token expires after 3600 seconds",
-    "session_token_ttl: 900",
-    "release 2.14.0-rc.1+build.5 is on PyPI",
-    "api_key = os.environ['API_KEY']",
-    "SECRET_KEY=changeme",
-    "password: '********'",
-    "see the sk_test_ prefix in the Stripe docs",
-]
+# -- the tables (tests/secret_corpus.py): credentials and look-alikes, through every door --
 
 
 def test_the_tables_are_large_enough() -> None:
-    assert len(CREDENTIALS) >= 30 and len(LOOK_ALIKES) >= 30
+    assert len(CREDENTIALS) >= 30 and len(LOOK_ALIKES) >= 40
+    assert len(ALL_CREDENTIALS) >= 70 and len(ALL_LOOK_ALIKES) >= 70
 
 
-@pytest.mark.parametrize(("label", "text"), CREDENTIALS, ids=[c[0] for c in CREDENTIALS])
+@pytest.mark.parametrize(("label", "text"), CAUGHT, ids=[c[0] for c in CAUGHT])
 def test_each_credential_is_found(label: str, text: str) -> None:
     assert find_secrets(text), label
 
 
-@pytest.mark.parametrize("text", LOOK_ALIKES)
+@pytest.mark.parametrize("label", sorted(KNOWN_MISSES))
+def test_the_known_misses_are_as_the_docs_say(label: str) -> None:
+    assert find_secrets(dict(ALL_CREDENTIALS)[label]) == []
+
+
+@pytest.mark.parametrize("text", ALL_LOOK_ALIKES, ids=[text[:30] for text in ALL_LOOK_ALIKES])
 def test_each_look_alike_passes(text: str) -> None:
     assert find_secrets(text) == []
+
+
+def test_a_long_value_is_judged_whole() -> None:
+    value = "a1B2c3D4e5" * 40
+    found = find_secrets(f"DB_PASSWORD={value} # rotated monthly")
+    assert kinds(f"DB_PASSWORD={value}") == ["secret assignment"]
+    assert found[0].end == len("DB_PASSWORD=") + len(value)
+    # Judged as a whole value is: code after it, a placeholder, an unclosed quote, a key that
+    # names a file.
+    assert find_secrets(f"DB_PASSWORD={value}(salt)") == []
+    assert find_secrets("API_KEY=" + "x" * 400) == []
+    assert find_secrets(f'SECRET_KEY="{value}') == []
+    assert find_secrets(f"SECRET_KEY_FILE={value}") == []
+    # A key word inside a long value is not tried again, and a key after it is.
+    assert kinds(f"SECRET={value}password=x ghp_{'a1B2c3D4e5' * 4}") == [
+        "secret assignment",
+        "GitHub token",
+    ]
+
+
+def test_a_memory_past_what_the_check_reads_is_refused() -> None:
+    limit = secrets.SCAN_MAX_CHARS
+    assert memory_secret("notes", "d", "b", {"notes": "x " * (limit // 2 - 20)}) is None
+    found = memory_secret("notes", "d", "b", {"notes": "x " * (limit // 2)})
+    assert found is not None and found.field == "extra"
+    error = secrets.refusal(found, "notes")
+    assert isinstance(error, SecretRefused) and "\n" not in str(error)
+    assert str(error) == (
+        f"memory 'notes': extra is too long to check for secrets ({found.finding.end:,} "
+        f"characters with the rest of the memory; the check reads {limit:,}); not saved"
+    )
+
+
+def test_import_reads_a_file_whole_or_refuses_it(memctl: MemctlRunner, tmp_path: Path) -> None:
+    token = "ghp_" + "x7Kq2mP9vR4sT1wY6zB3nC8dF5gH0jL2aE4i"
+    # A token after the first megabyte of a file under import's limit (1 MiB): stored
+    # unread before.
+    notes = "x " * 500_100 + token
+    write(
+        tmp_path / "a" / "big.md", f"---\ntype: project\ndescription: d\nnotes: {notes}\n---\nb\n"
+    )
+    done = memctl("import", str(tmp_path / "a"))
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[0] == (
+        "invalid: big.md: extra holds what looks like a GitHub token; secrets are not saved"
+        " (--allow-secret imports it)"
+    )
+    # Frontmatter that grows as JSON (each '"' escaped) past what the check reads: refused
+    # in one line, not stored unread.
+    notes = 'x"' * 500_000
+    write(
+        tmp_path / "b" / "big.md", f"---\ntype: project\ndescription: d\nnotes: {notes}\n---\nb\n"
+    )
+    done = memctl("import", str(tmp_path / "b"))
+    assert done.returncode == 1
+    first = done.stderr.splitlines()[0]
+    assert first.startswith("invalid: big.md: extra is too long to check for secrets (1,500,0"), (
+        first
+    )
+    assert first.endswith("the check reads 1,048,576); not saved (--allow-secret imports it)")
+    assert "Traceback" not in done.stderr
+    assert memctl("list", "--json").stdout.strip() in ("", "[]")
 
 
 def test_a_memory_is_checked_as_a_whole() -> None:

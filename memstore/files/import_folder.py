@@ -21,7 +21,6 @@ from memstore.errors import (
     ImportRejected,
     InvalidMemory,
     NotAMemory,
-    SecretRefused,
     UnreadableFile,
 )
 from memstore.files.export_state import folder_key, legacy_key, load_records, sha256
@@ -222,7 +221,8 @@ def _without_secrets(
     leaves unchanged. Any other file with one is a problem of that file, like any other
     (listed, and left out by --skip-invalid), not a refusal of the whole import; the store
     checks every write again."""
-    from memstore.storage.secrets import memory_secret  # compiles its patterns: only when importing
+    # It compiles its patterns: imported only when importing.
+    from memstore.storage.secrets import memory_secret, refusal
 
     found = {}
     for item in items:
@@ -239,7 +239,7 @@ def _without_secrets(
         if secret is None or item.path in unchanged:
             kept.append(item)
         else:
-            refused = SecretRefused(secret.field, secret.finding.kind)
+            refused = refusal(secret)
             problems.append(FileProblem(item.path, f"{refused} (--allow-secret imports it)"))
     return kept
 

@@ -399,7 +399,9 @@ def _echo(text: str) -> str:
 
 
 def _has_frontmatter(text: str) -> bool:
-    return text.lstrip("\ufeff").startswith("---")
+    # A line of "---" opens it; "-----BEGIN RSA PRIVATE KEY-----" does not (it is refused as
+    # the secret it is, not as a file without frontmatter).
+    return text.lstrip("\ufeff").split("\n", 1)[0].rstrip() == "---"
 
 
 def _view_range(given: Any, count: int) -> tuple[int, int]:

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from memstore.errors import InvalidMemory, SecretRefused
+from memstore.errors import InvalidMemory
 from memstore.limits import PROPOSED_DESCRIPTION_MAX_CHARS
-from memstore.storage.secrets import memory_secret
+from memstore.storage.secrets import memory_secret, refusal
 from memstore.storage.validation import (
     TYPES,
     check_body,
@@ -60,7 +60,7 @@ def proposed_memory(raw: Any, *, body_max_bytes: int) -> ProposedMemory:
     for name in (fields["name"], proposed.name):
         found = memory_secret(name, proposed.description, proposed.body)
         if found is not None:
-            raise SecretRefused(found.field, found.finding.kind)
+            raise refusal(found)
     return proposed
 
 

@@ -13,12 +13,16 @@ import re
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
+from memstore.storage.secret_encoded import ENCODED_RULES
 from memstore.storage.secret_values import (
     NOT_A_SECRET_KEY,
     PLACEHOLDER_IN_URL,
+    URL_PASSWORD,
     basic_credentials,
     looks_like_password,
     looks_secret,
+    netrc_password,
+    pgpass_line,
     user_and_password,
 )
 
@@ -31,6 +35,13 @@ class SecretRule(NamedTuple):
     needles: tuple[str, ...]
     # A further test of each match, for the rules that need one.
     check: Callable[[re.Match[str]], bool] | None = None
+    # For a rule of several formats, one group each (k0, k1, …): the kind of each.
+    kinds: tuple[str, ...] = ()
+
+    def kind_of(self, match: re.Match[str]) -> str:
+        if not self.kinds or match.lastgroup is None:
+            return self.kind
+        return self.kinds[int(match.lastgroup[1:])]
 
 
 RULES: list[SecretRule] = [
@@ -94,10 +105,7 @@ RULES: list[SecretRule] = [
     # (not a placeholder, nor masked as *** or xxx).
     SecretRule(
         "password in a URL",
-        re.compile(
-            r"\b[a-zA-Z][a-zA-Z0-9+.-]{0,30}+://[^\s:/?#@]{0,256}+:(?![*x]{1,256}+@)"
-            r"[^\s/?#@]{1,256}+@[\w.-]{1,256}"
-        ),
+        URL_PASSWORD,
         ("://",),
         check=lambda match: not PLACEHOLDER_IN_URL.search(match.group()),
     ),
@@ -111,7 +119,7 @@ RULES: list[SecretRule] = [
     SecretRule(
         # With or without "Authorization:" before it (curl -H, a Postman note, prose).
         "bearer token",
-        re.compile(r"(?i)\bbearer\s{1,5}(?P<value>[\w.~+/-]{16,4096}+=*)"),
+        re.compile(r"(?i)\bbearer\s{1,5}(?P<value>[\w.~+/-]{16,}+=*)"),
         ("bearer",),
         check=lambda match: looks_secret(match["value"]),
     ),
@@ -140,7 +148,7 @@ RULES: list[SecretRule] = [
         "password on a command line",
         re.compile(
             r"\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlsh|mariadb(?:-dump)?)\b"
-            r"[^\n]{0,200}?[ \t]-p(?P<value>\"[^\"\n]{1,256}\"|'[^'\n]{1,256}'|[^\s\"'`]{1,256})"
+            r"[^\n]{0,200}?[ \t]-p(?P<value>\"[^\"\n]++\"|'[^'\n]++'|[^\s\"'`]++)"
         ),
         ("mysql", "mariadb"),
         check=lambda match: looks_like_password(match["value"], short=True),
@@ -151,7 +159,7 @@ RULES: list[SecretRule] = [
         re.compile(
             r"(?i)(?<![\w-])(?:--(?:password|passwd|pass|pwd|api-?key|token|secret|auth-token"
             r"|access-token|client-secret)|sshpass[ \t]{1,5}-p)(?:=|[ \t]{1,5})"
-            r"(?P<value>\"[^\"\n]{1,256}\"|'[^'\n]{1,256}'|[^\s\"'`]{1,256})"
+            r"(?P<value>\"[^\"\n]++\"|'[^'\n]++'|[^\s\"'`]++)"
         ),
         (
             "--pass",
@@ -177,13 +185,39 @@ RULES: list[SecretRule] = [
         check=lambda match: user_and_password(match["user"], match["value"]),
     ),
     SecretRule(
-        # ~/.netrc: machine HOST login USER password PASSWORD.
+        # ~/.netrc: machine HOST [login USER] [account ACCOUNT] password PASSWORD, on one line
+        # or several; "default" for any host.
         "password",
         re.compile(
-            r"(?i)\bmachine\s{1,5}\S{1,256}\s{1,5}login\s{1,5}\S{1,256}\s{1,5}password\s{1,5}"
-            r"(?P<value>\S{1,256})"
+            r"(?i)\b(?:machine\s{1,5}(?P<host>\S{1,256})|default)"
+            r"(?:\s{1,5}(?:login|account)\s{1,5}\S{1,256}){0,2}\s{1,5}password\s{1,5}(?P<value>\S++)"
         ),
-        ("machine",),
+        ("machine", "default"),
+        check=lambda match: netrc_password(match["host"], match["value"]),
+    ),
+    SecretRule(
+        # ~/.pgpass: hostname:port:database:username:password (":" and "\\" escaped by "\\"),
+        # matched from the port on (a host before it is checked after: see pgpass_line). A
+        # port has no leading zero and a database or user name no "&", "=" or "?": not a
+        # time, nor a query string's values (?start=…T10:15:30Z&end=…T11:45:00Z).
+        "password",
+        re.compile(
+            r":(?:[1-9]\d{0,4}|\*)(?::(?:[^\s:\\&=?]|\\.){1,63}+){2}"
+            r":(?P<value>(?:[^\s:\\]|\\.)++)(?=[\s`'\")\]]|$)"
+        ),
+        (":",),
+        check=pgpass_line,
+    ),
+    SecretRule(
+        # docker login -p PASSWORD (and the tools that copy its options).
+        "password on a command line",
+        re.compile(
+            r"\b(?:docker|podman|buildah|skopeo|nerdctl|oras|helm[ \t]{1,5}registry)"
+            r"[ \t]{1,5}login\b"
+            r"[^\n]{0,200}?[ \t]-p(?:=|[ \t]{1,5})"
+            r"(?P<value>\"[^\"\n]++\"|'[^'\n]++'|[^\s\"'`]++)"
+        ),
+        (" login",),
         check=lambda match: looks_like_password(match["value"], short=True),
     ),
     SecretRule(
@@ -194,7 +228,7 @@ RULES: list[SecretRule] = [
             r"(?i)\b(?:passw(?:or)?d|passphrase|passcode)s?\b"
             r"(?:[ \t]{1,3}(?:for|of|to|on|at)(?:[ \t]{1,3}[^\s:=]{1,40}){1,4}?)?"
             r"[ \t]{1,3}(?:is|was|are|were|is[ \t]now|set[ \t]to|changed[ \t]to|became|reads)"
-            r"[ \t:]{1,3}[\"'`“‘]?(?P<value>[^\s\"'`”’]{4,128})"
+            r"[ \t:]{1,3}[\"'`“‘]?(?P<value>[^\s\"'`”’]{4,}+)"
         ),
         ("passw", "passphrase", "passcode"),
         check=lambda match: looks_like_password(match["value"]),
@@ -204,7 +238,7 @@ RULES: list[SecretRule] = [
         "password",
         re.compile(
             r"(?:密码|口令|密钥|令牌|暗码|通行码|秘钥)[^\s，。；,;:：=]{0,8}?(?:是|为|:|：|=)"
-            r"[ \t]{0,3}[\"'“‘「]?(?P<value>[\x21-\x7e]{4,128})"
+            r"[ \t]{0,3}[\"'“‘「]?(?P<value>[\x21-\x7e]{4,}+)"
         ),
         ("密码", "口令", "密钥", "令牌", "暗码", "通行码", "秘钥"),
         check=lambda match: looks_like_password(match["value"]),
@@ -250,10 +284,22 @@ VENDOR_TOKENS = [
     ("age secret key", "AGE-SECRET-KEY-1", "[0-9A-Z]{58}"),
     ("Atlassian token", "ATATT3", r"[\w=-]{150,400}"),
 ]
-RULES += [
-    SecretRule(kind, re.compile(r"\b" + re.escape(prefix) + rest + r"(?![\w-])"), (prefix,))
-    for kind, prefix, rest in VENDOR_TOKENS
-]
+# One pattern for all of them: one scan of a text that holds any prefix, not one a prefix.
+RULES.append(
+    SecretRule(
+        "vendor token",
+        re.compile(
+            r"\b(?:"
+            + "|".join(
+                f"(?P<k{index}>{re.escape(prefix)}{rest})"
+                for index, (_, prefix, rest) in enumerate(VENDOR_TOKENS)
+            )
+            + r")(?![\w-])"
+        ),
+        tuple(prefix for _, prefix, _ in VENDOR_TOKENS),
+        kinds=tuple(kind for kind, _, _ in VENDOR_TOKENS),
+    )
+)
 RULES.append(
     SecretRule(
         "Terraform Cloud token",
@@ -261,6 +307,7 @@ RULES.append(
         ("atlasv1",),
     )
 )
+RULES += [SecretRule(*rule) for rule in ENCODED_RULES]
 
 # Rules that match a value of any shape after a word that names a secret, and the others.
 GENERIC_KINDS = frozenset(
@@ -296,9 +343,14 @@ _ASSIGNMENT = re.compile(
     r"(?i:passw(?:or)?d|passphrase|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key)"
     r"(?:[_.-][\w.-]{0,30}+|[A-Z][\w.-]{0,30}+)?))"
     r"(?:[\"']\]?)?\s{0,5}[:=]\s{0,5}"
-    r"(?:(?P<quote>[\"'])(?P<quoted>[^\s\"'\\]{4,256}+)(?P=quote)"
-    r"|(?P<bare>[^\s\"'`()\[\]{}<>,;]{4,256}+)(?=[\s,;\"'`)\]}]|$))"
+    # A value is matched up to 256 characters, which keeps a failed try short; a longer one
+    # is read to its end after the match, once (_whole), so that it is judged whole.
+    r"(?:(?P<quote>[\"'])(?P<quoted>[^\s\"'\\]{4,256}+)(?:(?P=quote)|(?=[^\s\"'\\]))"
+    r"|(?P<bare>[^\s\"'`()\[\]{}<>,;]{4,256}+)(?=[\s,;\"'`)\]}]|$|[^\s\"'`()\[\]{}<>,;]))"
 )
+_QUOTED_REST = re.compile(r"[^\s\"'\\]*+")
+_BARE_REST = re.compile(r"[^\s\"'`()\[\]{}<>,;]*+")
+_BARE_END = re.compile(r"[\s,;\"'`)\]}]|\Z")
 # The words a key of _ASSIGNMENT must hold: the rule is tried only where one occurs (at the
 # start of its key), which keeps the scan linear in those words rather than in the text.
 _ASSIGNMENT_WORD = re.compile(
@@ -312,19 +364,28 @@ _KEY_START = re.compile(r"(?<![\w.-])[\w.-]{0,40}?\Z")
 _PASSWORD_KEY = re.compile(r"(?i)passw(?:or)?d|passphrase|pwd")
 
 
-def credible_assignment(match: re.Match[str]) -> bool:
+class Assignment(NamedTuple):
+    """KEY = value as _ASSIGNMENT found it, the value whole."""
+
+    start: int
+    end: int
+    key: str
+    value: str
+
+
+def credible_assignment(assignment: Assignment) -> bool:
     """Whether the value assigned is a secret: the key names the secret itself (not its
     file or its length), and the value is a password after a password's key, else one that
     looks secret, of at least 8 characters."""
-    value = match["quoted"] or match["bare"]
-    if NOT_A_SECRET_KEY.search(match["key"]):
+    value = assignment.value
+    if NOT_A_SECRET_KEY.search(assignment.key):
         return False
-    if _PASSWORD_KEY.search(match["key"]):
+    if _PASSWORD_KEY.search(assignment.key):
         return looks_like_password(value, short=True) and len(value) >= 4
     return len(value) >= 8 and looks_secret(value)
 
 
-def assignment_matches(text: str) -> Iterator[re.Match[str]]:
+def assignment_matches(text: str) -> Iterator[Assignment]:
     """The matches of _ASSIGNMENT, tried at the start of each key that holds one of its
     words and is followed closely enough by ":" or "="."""
     covered = tried = 0
@@ -337,5 +398,25 @@ def assignment_matches(text: str) -> Iterator[re.Match[str]]:
         tried = key.start() + 1
         match = _ASSIGNMENT.match(text, key.start())
         if match is not None:
-            covered = match.end()
-            yield match
+            assignment, covered = _whole(match)
+            if assignment is not None:
+                yield assignment
+
+
+def _whole(match: re.Match[str]) -> tuple[Assignment | None, int]:
+    """The assignment with its value read to its end, or None when the longer value does not
+    end as a value must (its closing quote; a space or punctuation); and where it ended, so
+    that no key inside a long value is tried again."""
+    text, key = match.string, match["key"]
+    if match["quoted"] is not None:
+        end = match.end("quoted")
+        if match.end() > end:  # its closing quote: the value was whole
+            return Assignment(match.start(), match.end(), key, match["quoted"]), match.end()
+        end = _QUOTED_REST.match(text, end).end()  # type: ignore[union-attr]
+        if not text.startswith(match["quote"], end):
+            return None, end
+        return Assignment(match.start(), end + 1, key, text[match.start("quoted") : end]), end + 1
+    end = _BARE_REST.match(text, match.end()).end()  # type: ignore[union-attr]
+    if end > match.end() and _BARE_END.match(text, end) is None:
+        return None, end
+    return Assignment(match.start(), end, key, text[match.start("bare") : end]), end

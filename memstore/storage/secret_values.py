@@ -1,6 +1,7 @@
 """Whether a value a secret rule matched is a secret: not a placeholder (`${VAR}`,
 `<your-key>`, `xxxx`, `changeme`), not a word, a name, a number, a version, a path or a URL,
-and, after a word that says "password", long enough to be one (see memstore.storage.secrets).
+and, after a word that says "password", long enough to be one (see memstore.storage.secrets);
+in a file made for passwords (.netrc, .pgpass), a word too.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ _PLACEHOLDER_VALUE = re.compile(
       | (.)\1*                              # one character repeated: ########
       | .*(?:change[_-]?me|replace[_-]?me|your[_-]|example|placeholder|dummy|redacted
              |insert[_-]|fill[_-]?in|todo|fixme).*
+      | (?:my|your)[_-]?(?:pass\w*|pwd|secret\w*|token\w*|key)  # the docs' mypassword
       | (?:none|null|nil|undefined|true|false|password|passwd|secret|token|required|optional)
     )$"""
 )
@@ -67,6 +69,28 @@ def looks_like_password(value: str, *, short: bool = False) -> bool:
     return looks_secret(value) or bool(_DIGITS_PASSWORD.fullmatch(value))
 
 
+def plain_password(value: str) -> bool:
+    """A value where a file's own syntax says a password goes (.netrc, .pgpass): a word of
+    letters counts too; a placeholder or a number of fewer than 6 digits does not."""
+    if value[:1] in "\"'" and value[-1:] == value[:1] and len(value) >= 2:
+        value = value[1:-1]
+    if not value or _PLACEHOLDER_VALUE.match(value):
+        return False
+    return not _NUMBER.fullmatch(value) or bool(_DIGITS_PASSWORD.fullmatch(value))
+
+
+_NUMBER = re.compile(r"[\d.:-]*")
+
+
+def netrc_password(host: str | None, value: str) -> bool:
+    """A .netrc line's password: any word when its machine is a host's name with a dot
+    (api.github.com) or localhost; else (`default`, a machine that is one word) a value that
+    looks like a password, as prose can read "machine learning login page password reset"."""
+    if host is not None and ("." in host or host.lower() == "localhost"):
+        return plain_password(value)
+    return looks_like_password(value, short=True)
+
+
 def user_and_password(user: str, password: str) -> bool:
     """user:password, unless it is the documentation's user:pass or a placeholder."""
     if user.lower() in ("user", "username", "login", "name") and password.lower() in (
@@ -88,9 +112,39 @@ def basic_credentials(value: str) -> bool:
     return bool(colon) and user_and_password(user, password)
 
 
+# scheme://user:password@host, the user possibly empty: a password written into a URL (not
+# masked as *** or xxx). The password is read whole, however long: the classes stop at the
+# next "/" or "@", so the scan stays linear.
+URL_PASSWORD = re.compile(
+    r"\b[a-zA-Z][a-zA-Z0-9+.-]{0,30}+://[^\s:/?#@]{0,256}+:(?![*x]{1,256}+@)"
+    r"[^\s/?#@]++@[\w.-]{1,256}"
+)
 # A password in a URL that is plainly a placeholder is not a secret.
 PLACEHOLDER_IN_URL = re.compile(
     r"(?i)://[^\s:/@]{0,256}:(?:password|passwd|secret|changeme|your[\w-]{0,64}|<[^>]{0,256}>"
     r"|\$\{?\w{1,256}\}?|\{\{?[^}]{0,256}\}\}?|%s|%\(\w{1,64}\)s|\.\.\.|…)@"
     r"|://(?:user|username|login):pass@"  # user:pass, the documentation's idiom
 )
+
+
+# A .pgpass line's host, just before its ":port": a name or an address (a letter or a dot
+# in it: not a number, nor a time as in 12:30:45:…) or "*", at the start of a word (so that a
+# longer run of fields, as in /etc/passwd, is not one).
+_HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+_HOST_MAX_CHARS = 253
+
+
+def pgpass_line(match: re.Match[str]) -> bool:
+    """A .pgpass line, matched from its ":port": a host just before it, and a password."""
+    text, end = match.string, match.start()
+    if text[end - 1 : end] == "*":
+        start = end - 1
+    else:
+        start = end
+        while start > 0 and end - start < _HOST_MAX_CHARS and text[start - 1] in _HOST_CHARS:
+            start -= 1
+        if not any(c.isalpha() or c == "." for c in text[start:end]):
+            return False
+    if start > 0 and (text[start - 1] in _HOST_CHARS or text[start - 1] in "*:\\"):
+        return False
+    return plain_password(match["value"])

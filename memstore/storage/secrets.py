@@ -21,12 +21,16 @@ other invisible format characters are removed), so a disguised key is still a ke
 `memory_secret` checks a memory as a whole: its name, each field, and a key split between
 the end of the description and the start of the body.
 
-Every quantifier is bounded (and possessive where backtracking could not help), and the text
-scanned is capped at SCAN_MAX_CHARS, so the check is linear and quick even on hostile input.
-Text beyond the cap is NOT scanned: callers cap their fields far below it (a memory body is at
-most 100 kB), and must keep doing so.
+Every quantifier is bounded or possessive (where unbounded, over a class that ends where the
+next try of the rule starts, so that tries do not read the same text twice), and a value
+longer than a rule's bound is read on to its end: the check is linear and quick even on
+hostile input, and a long value is judged whole. `find_secrets` reads at most SCAN_MAX_CHARS;
+`memory_secret` refuses a memory with more (TooLongToCheck) rather than store what it has not
+read.
 
-The rules are in `secret_rules`; whether a value they match is a secret, in `secret_values`.
+The rules are in `secret_rules` and `secret_encoded` (what shows once decoded: a key in
+base64, a SAS signature, a URL percent-encoded); whether a value they match is a secret, in
+`secret_values`.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import re
 import unicodedata
 from typing import Any, NamedTuple
 
+from memstore.errors import SecretRefused, TooLongToCheck
 from memstore.storage.secret_rules import (
     ASSIGNMENT_KIND,
     ASSIGNMENT_NEEDLES,
@@ -47,7 +52,12 @@ from memstore.storage.secret_rules import (
     credible_assignment,
 )
 
-SCAN_MAX_CHARS = 1_000_000
+# As much as the largest file import reads (1 MiB), so that any memory a door accepts is read
+# whole (a body is at most 100 kB; frontmatter is the rest of a file); more is refused, not
+# stored unread. The check is linear: this bounds the time of one write.
+SCAN_MAX_CHARS = 1_048_576
+# The kind of a finding that is no secret but text past SCAN_MAX_CHARS (see `refusal`).
+TOO_LONG_KIND = "text too long to check"
 
 
 class SecretFinding(NamedTuple):
@@ -97,7 +107,8 @@ def find_secrets(text: str, *, generic: bool = True) -> list[SecretFinding]:
         for match in rule.pattern.finditer(text):
             if rule.check is not None and not rule.check(match):
                 continue
-            found.append(SecretFinding(rule.kind, match.start(), _mask(match.group()), match.end()))
+            kind = rule.kind_of(match)
+            found.append(SecretFinding(kind, match.start(), _mask(match.group()), match.end()))
             spans.append(match.span())
     # The spans found so far by start, with the furthest end up to each: an assignment
     # overlaps one of them iff some span starting before its end ends after its start.
@@ -109,13 +120,13 @@ def find_secrets(text: str, *, generic: bool = True) -> list[SecretFinding]:
         if generic and any(needle in lowered for needle in ASSIGNMENT_NEEDLES)
         else ()
     )
-    for match in assignments:
-        start, end = match.span()
+    for assignment in assignments:
+        start, end = assignment.start, assignment.end
         before = bisect.bisect_left(starts, end) - 1
         if before >= 0 and furthest[before] > start:
             continue
-        if credible_assignment(match):
-            found.append(SecretFinding(ASSIGNMENT_KIND, start, _mask(match.group()), end))
+        if credible_assignment(assignment):
+            found.append(SecretFinding(ASSIGNMENT_KIND, start, _mask(text[start:end]), end))
     return sorted(found, key=lambda finding: finding.offset)
 
 
@@ -153,6 +164,11 @@ def memory_secret(
     # One scan of the fields on lines of their own (a line break also joins "password:" at
     # the end of the description to its value at the start of the body)...
     texts = [normalise(text) for _, text in fields]
+    length = sum(len(text) + 1 for text in texts) - 1
+    if length > SCAN_MAX_CHARS:
+        longest = max(range(len(texts)), key=lambda index: len(texts[index]))
+        finding = SecretFinding(TOO_LONG_KIND, SCAN_MAX_CHARS, "…", length)
+        return MemorySecret(fields[longest][0], finding)
     found = find_secrets("\n".join(texts))
     if found:
         ends = list(itertools.accumulate(len(text) + 1 for text in texts))
@@ -168,6 +184,13 @@ def memory_secret(
         if finding.offset < len(head) < finding.end:
             return MemorySecret("description and body", finding)
     return None
+
+
+def refusal(found: MemorySecret, name: str | None = None) -> SecretRefused:
+    """The error that refuses a memory for what memory_secret found."""
+    if found.finding.kind == TOO_LONG_KIND:
+        return TooLongToCheck(found.field, found.finding.end, SCAN_MAX_CHARS, name)
+    return SecretRefused(found.field, found.finding.kind, name)
 
 
 def _mask(secret: str) -> str:

@@ -12,7 +12,7 @@ import unicodedata
 from enum import StrEnum
 from typing import Any
 
-from memstore.errors import InvalidMemory, SecretRefused
+from memstore.errors import InvalidMemory
 from memstore.limits import DESCRIPTION_MAX_CHARS
 
 NAME_PATTERN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
@@ -144,11 +144,12 @@ def refuse_secrets(
 ) -> None:
     """SecretRefused when a memory's text holds what looks like a secret (`others`: the
     values of its other fields searched, storage/fields.py's SCANNED_OTHERS)."""
-    from memstore.storage.secrets import memory_secret  # compiles its patterns: only on writes
+    # It compiles its patterns: imported only on writes.
+    from memstore.storage.secrets import memory_secret, refusal
 
     found = memory_secret(name, description, body, extra, others)
     if found is not None:
-        raise SecretRefused(found.field, found.finding.kind, name)
+        raise refusal(found, name)
 
 
 def slugify(text: str, max_length: int = NAME_MAX_LENGTH) -> str:
