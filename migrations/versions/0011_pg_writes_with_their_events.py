@@ -27,6 +27,12 @@ server guarantees").
   temporary table write it. Nobody but the owner may EXECUTE the two SECURITY DEFINER
   functions: a role's own trigger calling one would write as the owner.
 
+Why checks at commit rather than writes only through functions the owner defines: every
+write path (the transaction, undo, import, consolidation, purge, copy) stays the same SQL on
+both engines, and the server checks what was written whoever wrote it; functions would have
+had to re-implement each path in PL/pgSQL and trust their arguments just the same. The cost
+is measured by benchmarks/bench_postgres.py --only guard (docs/postgresql.md).
+
 "This transaction" is the row's xmin: the server's own record of who wrote it, which no client
 sets. Checks read the memory's rows at commit, once per row written, through the indexes on
 memory.id and memory_event.memory_id. Row-level security is unchanged: every check runs as
@@ -74,6 +80,7 @@ GUARDS = [
         m record;
         last record;
         events bigint;
+        last_id integer;
         content jsonb;
     BEGIN
         SELECT * INTO m FROM memory WHERE id = new.id;
@@ -81,15 +88,17 @@ GUARDS = [
             RAISE EXCEPTION 'memory #% was written and cannot be seen to be checked', new.id
                 USING ERRCODE = 'restrict_violation';
         END IF;
-        SELECT e.operation, e.old_value::jsonb AS old, e.new_value::jsonb AS new, e.created_at,
-               e.{WRITTEN_NOW} AS written_now
-        INTO last FROM memory_event AS e WHERE e.memory_id = m.id ORDER BY e.id DESC LIMIT 1;
-        IF NOT FOUND THEN
+        -- By the index of memory_id, count(*) beside max(id): ORDER BY id DESC LIMIT 1 (or
+        -- max alone) walks the primary key back from the newest event to this memory's.
+        SELECT count(*), max(id) INTO events, last_id FROM memory_event WHERE memory_id = m.id;
+        IF events = 0 THEN
             RAISE EXCEPTION 'memory % (#%) has no history event: '
                 'memstore writes a memory with the event of its change',
                 m.name, m.id USING ERRCODE = 'restrict_violation';
         END IF;
-        SELECT count(*) INTO events FROM memory_event WHERE memory_id = m.id;
+        SELECT e.operation, e.old_value::jsonb AS old, e.new_value::jsonb AS new, e.created_at,
+               e.{WRITTEN_NOW} AS written_now
+        INTO last FROM memory_event AS e WHERE e.id = last_id;
         content := jsonb_build_object({_CONTENT_JSON});
         IF m.description ~ '{PURGED_TEXT}' AND EXISTS (
             SELECT 1 FROM memory_purge AS p WHERE p.memory_id = m.id AND p.{WRITTEN_NOW}
@@ -206,12 +215,18 @@ GUARDS = [
     """,
 ]
 
-# 0009's memory_fts_total, for a role's own rows only (private_to set); the team's rows and
-# the totals are memstore_fts_shared's.
+# 0009's memory_fts_total, for a role's own rows only (private_to set), and only when a
+# statement has some (it writes no row, and so fires no trigger, for the team's memories);
+# the team's rows and the totals are memstore_fts_shared's.
 OWN_ROWS = """
     CREATE OR REPLACE FUNCTION memory_fts_total() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE
+        own boolean := false;
     BEGIN
         IF TG_OP IN ('UPDATE', 'DELETE') THEN
+            own := EXISTS (SELECT 1 FROM removed WHERE private_to IS NOT NULL);
+        END IF;
+        IF own THEN
             DELETE FROM memory_fts_term AS t USING removed AS r, unnest(r.document) AS u
             WHERE r.private_to IS NOT NULL AND t.lexeme = u.lexeme AND t.memory_id = r.memory_id;
             UPDATE memory_fts_lexeme AS l SET documents = l.documents - c.n
@@ -220,7 +235,11 @@ OWN_ROWS = """
                   WHERE r.private_to IS NOT NULL GROUP BY 1, 2) AS c
             WHERE l.lexeme = c.lexeme AND l.private_to = c.private_to;
         END IF;
+        own := false;
         IF TG_OP IN ('INSERT', 'UPDATE') THEN
+            own := EXISTS (SELECT 1 FROM added WHERE private_to IS NOT NULL);
+        END IF;
+        IF own THEN
             INSERT INTO memory_fts_term (lexeme, memory_id, frequency, words, private_to)
             SELECT u.lexeme, a.memory_id,
                 (SELECT sum(CASE w {weight} END) FROM unnest(u.weights) AS w), a.words,
