@@ -7,6 +7,7 @@ with psycopg what she could write with psql. memstore's own writes, as her, stil
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -165,6 +166,42 @@ def test_a_run_or_an_event_without_its_change_is_refused(
     )
     sound(carol)
     assert [run["actor"] for run in carol.history.runs()] == ["carol-agent"]
+
+
+def test_a_change_with_its_event_is_recorded_as_its_authors(
+    server: Server, carol: MemoryStore
+) -> None:
+    """What the server does not stop: a change written by hand with an event that says it,
+    in one transaction. It is in history, its run the connecting role's (the database sets
+    it); whether its hash continues the chain is verify's."""
+    import psycopg
+
+    old = {"name": "deploy", "type": "project", "description": "How we deploy"}
+    with psycopg.connect(server.carol) as raw:
+        raw.execute(
+            "INSERT INTO run (id, actor, command, started_at, identity)"
+            " VALUES ('by-hand', 'psql', 'psql', %s, 'someone-else')",
+            (NOW,),
+        )
+        raw.execute(
+            "UPDATE memory SET body = 'make release-all', version = 2, updated_at = %s"
+            " WHERE name = 'deploy'",
+            (NOW,),
+        )
+        raw.execute(
+            "INSERT INTO memory_event (id, memory_id, memory_name, operation, actor, run_id,"
+            " old_value, new_value, created_at) SELECT max(id) + 1, 1, 'deploy', 'update',"
+            " 'psql', 'by-hand', %s, %s, %s FROM event_chain",
+            (
+                json.dumps({**old, "body": "make release", "extra": {}}),
+                json.dumps({**old, "body": "make release-all", "extra": {}}),
+                NOW,
+            ),
+        )
+    assert carol.get("deploy").body == "make release-all"
+    assert [e.run_id for e in carol.history.events("deploy")].count("by-hand") == 1
+    run = carol.history.run("by-hand")
+    assert run is not None and run.identity == PERSON  # not the 'someone-else' it claimed
 
 
 def test_the_index_changes_only_with_its_memory(server: Server, carol: MemoryStore) -> None:
