@@ -324,6 +324,9 @@ def test_memstores_own_writes_pass(server: Server, carol: MemoryStore, tmp_path:
     with MemoryStore(server.owner, actor="owner") as owner:
         owner.purge("note-3")  # the owner's to run; a purge's rewrite passes the checks
         owner.history.verify()
+    with MemoryStore(server.superuser, actor="admin") as admin:
+        admin.purge("token")  # carol's own, deleted before: a superuser's to purge
+        admin.history.verify()
     assert "note-3" not in [m.name for m in carol.memories()]
     assert statistics(server.carol) == recounted(server.carol)
 
