@@ -6,7 +6,8 @@ On PostgreSQL a trigger sets a new run's identity to the connecting role whateve
 sends (revision 0007). A copy keeps the copied runs' identities: it disables that trigger
 inside its transaction (ALTER TABLE is transactional, and re-enables it before its own run),
 which only the role owning the tables may do; any other role is refused in one line. So it
-does with the checks that each memory, event and run is written with its history (0011).
+does with the checks that each memory, event, run, purge and index row is written with its
+history (0011).
 """
 
 from __future__ import annotations
