@@ -124,6 +124,22 @@ def test_a_memory_written_without_its_event_is_refused(server: Server, carol: Me
     sound(carol)
 
 
+def test_the_checks_cannot_be_turned_off_by_a_teammate(server: Server) -> None:
+    for statement, message in (
+        ("SET session_replication_role = replica", "permission denied to set parameter"),
+        ("SET CONSTRAINTS ALL IMMEDIATE", None),  # checked at once, refused all the same
+        ("ALTER TABLE memory DISABLE TRIGGER memory_has_event", "must be owner of table"),
+        ("DROP TRIGGER memory_has_event ON memory", "must be owner of relation memory"),
+        ("DROP FUNCTION memstore_memory_has_event() CASCADE", "must be owner of function"),
+    ):
+        if message is None:
+            assert "without its history event" in refused(
+                server.carol, statement, "UPDATE memory SET body = 'x'"
+            )
+            continue
+        assert message in refused(server.carol, statement), statement
+
+
 def test_a_run_or_an_event_without_its_change_is_refused(
     server: Server, carol: MemoryStore
 ) -> None:
