@@ -11,6 +11,7 @@ given by --url (a database where it may CREATE DATABASE).
     .venv/bin/python benchmarks/bench_postgres.py --size 1000
     .venv/bin/python benchmarks/bench_postgres.py --only writers --only import
     .venv/bin/python benchmarks/bench_postgres.py --only copy
+    .venv/bin/python benchmarks/bench_postgres.py --only guard
     .venv/bin/python benchmarks/bench_postgres.py --url 'postgresql://me@/postgres?host=/run/postgresql'
 """
 
@@ -28,6 +29,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 # Last: the memstore under test is the installed one.
 sys.path.append(str(Path(__file__).resolve().parents[1]))
@@ -58,7 +60,9 @@ WRITERS = (1, 8)
 WRITES = 300
 IMPORT_FILES = 10_000
 COPY_MEMORIES = 10_000
-PARTS = ("recall", "sizes", "writers", "import", "copy")
+PARTS = ("recall", "sizes", "writers", "import", "copy", "guard")
+# The revision before the server's checks that each write comes with its event (0011).
+UNGUARDED = "0009"
 
 
 @contextlib.contextmanager
@@ -279,22 +283,27 @@ def bench_writers(databases: Any) -> None:
             print(f"  {writers} writer(s)  {' | '.join(cells)}")
 
 
+def write_folder(folder: Path, files: int) -> None:
+    """`files` canonical memory files, the eval texts each with a number."""
+    texts = eval_texts()
+    folder.mkdir()
+    for i in range(files):
+        description, body = texts[i % len(texts)]
+        front = {"name": f"m-{i}", "description": description[:150], "type": "project"}
+        (folder / f"m-{i}.md").write_text(
+            "---\n"
+            + "".join(f"{k}: {json.dumps(v, ensure_ascii=False)}\n" for k, v in front.items())
+            + f"---\n\n{body} note {i}\n",
+            encoding="utf-8",
+        )
+
+
 def bench_import(databases: Any) -> None:
     """memctl import's library call on a folder of IMPORT_FILES canonical files, into an
     empty store of each engine (one transaction), then again with every file unchanged."""
-    texts = eval_texts()
     with tempfile.TemporaryDirectory() as work:
         folder = Path(work) / "memory"
-        folder.mkdir()
-        for i in range(IMPORT_FILES):
-            description, body = texts[i % len(texts)]
-            front = {"name": f"m-{i}", "description": description[:150], "type": "project"}
-            (folder / f"m-{i}.md").write_text(
-                "---\n"
-                + "".join(f"{k}: {json.dumps(v, ensure_ascii=False)}\n" for k, v in front.items())
-                + f"---\n\n{body} note {i}\n",
-                encoding="utf-8",
-            )
+        write_folder(folder, IMPORT_FILES)
         print(f"\n== import of {IMPORT_FILES:,} files: SQLite | PostgreSQL")
         stores = {
             "sqlite": MemoryStore(Path(work) / "m.db"),
@@ -312,6 +321,107 @@ def bench_import(databases: Any) -> None:
         finally:
             for store in stores.values():
                 store.close()
+
+
+def unguarded(database: str) -> None:
+    """The database at UNGUARDED's schema, labelled the head's, so that opening it does not
+    migrate it: the same code writes into it, without the server's checks."""
+    from alembic import command
+
+    from memstore.storage.migrate import alembic_config
+    from memstore.storage.schema_version import SCHEMA_HEAD, VERSION_TABLE
+
+    with MemoryStore(database) as store:
+        config = alembic_config()
+        with store.engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.downgrade(config, UNGUARDED)
+            connection.exec_driver_sql(
+                f"UPDATE {VERSION_TABLE} SET version_num = %s", (SCHEMA_HEAD,)
+            )
+
+
+# Of the server's time in PL/pgSQL (pg_stat_user_functions), per write.
+FUNCTION_TIME = (
+    "SELECT coalesce(sum(self_time), 0), coalesce(sum(calls), 0) FROM pg_stat_user_functions"
+)
+ROUNDS = 3
+
+
+def function_time(store: MemoryStore) -> float:
+    """Milliseconds the server spent in the database's PL/pgSQL functions (triggers), as
+    counted since it was made (track_functions, set by the superuser making it)."""
+    import psycopg
+
+    from memstore.storage.postgres.server import server_target
+
+    assert store.url is not None
+    # A backend hands its counts on as it ends: the store's connect again for the next write.
+    store.engine.dispose()
+    time.sleep(0.2)
+    with psycopg.connect(server_target(store.url)[0], autocommit=True) as connection:
+        row = connection.execute(FUNCTION_TIME.encode()).fetchone()
+    store.count()
+    return float(row[0]) if row else 0.0
+
+
+def bench_guard(databases: Any) -> None:
+    """What the server's checks (0011: each memory, event, run and index row checked against
+    history as the transaction commits; the team's statistics written by the owner's
+    function) cost a write: the same writes into a database with them and one without, in
+    turn (the best of ROUNDS rounds), and the server's time in PL/pgSQL per write, which the
+    other work of a shared machine does not blur."""
+    print(f"\n== the server's checks: without ({UNGUARDED}'s schema) | with them")
+    cells: dict[str, list[str]] = {"writes": [], "plpgsql": [], "import": [], "again": []}
+    with tempfile.TemporaryDirectory() as work:
+        folder = Path(work) / "memory"
+        write_folder(folder, IMPORT_FILES)
+        stores = []
+        for guarded in (False, True):
+            database = databases.database()
+            if hasattr(databases, "execute"):  # the throwaway cluster, as its superuser
+                name = urlsplit(database).path.lstrip("/")
+                databases.execute(f"ALTER DATABASE {name} SET track_functions = 'pl'")
+            MemoryStore(database).close()
+            if not guarded:
+                unguarded(database)
+            stores.append(MemoryStore(database, actor="bench"))
+        try:
+            best = [0.0, 0.0]
+            spent = [0.0, 0.0]
+            for round_ in range(ROUNDS):
+                for i, store in enumerate(stores):
+                    before = function_time(store)
+                    began = time.perf_counter()
+                    for n in range(0, WRITES, 2):
+                        name = f"w-{round_}-{n}"
+                        store.create(name, "project", "a writer's note", f"note {n}")
+                        store.update(name, body=f"edited, write {n + 1}")
+                    best[i] = max(best[i], WRITES / (time.perf_counter() - began))
+                    spent[i] += function_time(store) - before
+            cells["writes"] = [f"{rate:,.0f} writes/s" for rate in best]
+            cells["plpgsql"] = [
+                f"{ms / (ROUNDS * WRITES):.2f} ms" if ms else "n/a (--url)" for ms in spent
+            ]
+            for label in ("import", "again"):
+                for store in stores:
+                    before = function_time(store)
+                    began = time.perf_counter()
+                    import_memories(store, folder)
+                    elapsed = time.perf_counter() - began
+                    spent_here = (function_time(store) - before) / 1000
+                    cells[label].append(f"{elapsed:.1f} s ({spent_here:.1f} s in PL/pgSQL)")
+        finally:
+            for store in stores:
+                store.close()
+    labels = {
+        "writes": f"1 writer, {WRITES} writes (creates and edits), best of {ROUNDS}",
+        "plpgsql": "the server's time in PL/pgSQL triggers per write",
+        "import": f"import of {IMPORT_FILES:,} files into the store",
+        "again": "the same import again, nothing changed",
+    }
+    for key, label in labels.items():
+        print(f"  {label:50}  {' | '.join(cells[key])}")
 
 
 def bench_copy(databases: Any) -> None:
@@ -374,6 +484,8 @@ def main() -> None:
             bench_import(databases)
         if "copy" in parts:
             bench_copy(databases)
+        if "guard" in parts:
+            bench_guard(databases)
 
 
 if __name__ == "__main__":

@@ -198,14 +198,15 @@ def test_a_run_records_the_connecting_role_whatever_the_client_claims(
     role_a = postgres_cluster.url(name, user="memstore_who_a")
     with MemoryStore(role_a, actor="app") as store:
         store.create("tabs", "user", "Tabs", "Indent with tabs.")
-        # A client that names someone else (or no one) for its run is overruled.
+        # A client that names someone else (or no one) for its run is overruled. (A run
+        # without events must be a consolidation's that changed nothing, since 0011.)
         engine = create_postgres_engine(role_a)
         try:
             with engine.begin() as connection:
                 connection.exec_driver_sql(
-                    "INSERT INTO run (id, actor, command, started_at, identity, host)"
-                    " VALUES ('forged', 'app', 'x', '2026', 'memstore_owner', 'elsewhere'),"
-                    " ('silent', 'app', 'x', '2026', NULL, NULL)"
+                    "INSERT INTO run (id, actor, command, started_at, identity, host) VALUES"
+                    " ('forged', 'consolidation', 'x', '2026', 'memstore_owner', 'elsewhere'),"
+                    " ('silent', 'consolidation', 'x', '2026', NULL, NULL)"
                 )
         finally:
             engine.dispose()

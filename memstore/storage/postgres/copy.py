@@ -5,7 +5,9 @@ and row-level security are set right after them, inside the target's write trans
 On PostgreSQL a trigger sets a new run's identity to the connecting role whatever the client
 sends (revision 0007). A copy keeps the copied runs' identities: it disables that trigger
 inside its transaction (ALTER TABLE is transactional, and re-enables it before its own run),
-which only the role owning the tables may do; any other role is refused in one line.
+which only the role owning the tables may do; any other role is refused in one line. So it
+does with the checks that each memory, event, run, purge and index row is written with its
+history (0011).
 """
 
 from __future__ import annotations
@@ -27,6 +29,18 @@ SERIAL_TABLES = ("memory", "memory_event", "memory_purge")
 IDENTITY_TRIGGER = "run_who"
 # The trigger that sets a memory's owner to the connecting role (revision 0008).
 OWNER_TRIGGER = "memory_owner"
+# The checks that a memory, an event, a run or a purge is written with its history (0011), by
+# table: the copied rows are the source's history as it is (a history that does not verify,
+# copied with --force, keeps its evidence), checked on both sides by the chain instead.
+# The index's check is off too: its deferred events would keep finish_copy from altering
+# memory_fts (row-level security), and the index is rebuilt here from the copied memories.
+HISTORY_CHECKS = {
+    "memory": "memory_has_event",
+    "memory_event": "memory_event_has_change",
+    "run": "run_has_events",
+    "memory_purge": "memory_purge_has_markers",
+    "memory_fts": "memory_fts_has_change",
+}
 INSUFFICIENT_PRIVILEGE = "42501"
 
 
@@ -42,6 +56,8 @@ def start_copy(connection: SQLConnection) -> None:
     """The copied runs keep their identities, the copied memories their owners."""
     _keep_identities(connection)
     connection.exec_driver_sql(f"ALTER TABLE memory DISABLE TRIGGER {OWNER_TRIGGER}")
+    for table_name, trigger in HISTORY_CHECKS.items():
+        connection.exec_driver_sql(f"ALTER TABLE {table_name} DISABLE TRIGGER {trigger}")
 
 
 def copy_rows(
@@ -68,6 +84,8 @@ def finish_copy(connection: SQLConnection, live: Iterable[MemoryRecord]) -> None
         )
     connection.exec_driver_sql(f"ALTER TABLE run ENABLE TRIGGER {IDENTITY_TRIGGER}")
     connection.exec_driver_sql(f"ALTER TABLE memory ENABLE TRIGGER {OWNER_TRIGGER}")
+    for table_name, trigger in HISTORY_CHECKS.items():
+        connection.exec_driver_sql(f"ALTER TABLE {table_name} ENABLE TRIGGER {trigger}")
     for table_name in _secured_tables(connection):
         connection.exec_driver_sql(f"ALTER TABLE {table_name} FORCE ROW LEVEL SECURITY")
 
