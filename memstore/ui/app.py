@@ -1,0 +1,56 @@
+"""The page's Starlette app: its routes (pages.py), the stylesheet, a refusal or an error
+as a page, and the guard (guard.py) in front of all of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from memstore.ui import pages
+from memstore.ui.guard import Guard
+from memstore.ui.site import Site
+
+STATIC = Path(__file__).parent / "static"
+
+
+Handler = Callable[[Site, Request], Response]
+
+
+def build_app(
+    location: Path | str, *, token: str, port: int, shown_location: str | None = None
+) -> Guard:
+    """The page for the store at `location`, served on 127.0.0.1:`port` behind `token`."""
+    site = Site(location, shown_location or str(location))
+
+    def route(path: str, handler: Handler) -> Route:
+        def endpoint(request: Request) -> Response:
+            return handler(site, request)
+
+        return Route(path, endpoint, methods=["GET"])
+
+    async def not_found(request: Request, error: Exception) -> Response:
+        status = error.status_code if isinstance(error, HTTPException) else 500
+        detail = error.detail if isinstance(error, HTTPException) else "error"
+        return site.page("error.html", status, status=status, detail=detail)
+
+    app = Starlette(
+        routes=[
+            route("/", pages.memories),
+            route("/memory/{name:path}", pages.memory),
+            route("/runs", pages.runs),
+            route("/runs/{run_id}", pages.run),
+            route("/recall", pages.recall),
+            route("/health", pages.health),
+            Mount("/static", StaticFiles(directory=STATIC), name="static"),
+        ],
+        exception_handlers={HTTPException: not_found},
+    )
+    return Guard(app, token=token, port=port)

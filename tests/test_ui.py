@@ -1,0 +1,271 @@
+"""memctl ui's pages through Starlette's TestClient, on SQLite and PostgreSQL: who may ask
+(the token, the Host, the address, GET only), the headers every answer carries, what each
+page shows, hostile memory text rendered inert (its markup parsed, not just looked for),
+and that browsing writes nothing."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+
+from memstore.storage.store import MemoryStore
+from memstore.ui.app import build_app
+from memstore.ui.guard import cookie_name
+from tests.ui_store import HOSTILE, fill
+
+pytestmark = pytest.mark.both_engines
+
+TOKEN = "the-token-0123456789"
+PORT = 48123
+ORIGIN = f"http://127.0.0.1:{PORT}"
+
+
+@pytest.fixture
+def runs(database: Path | str) -> dict[str, str]:
+    with MemoryStore(database, actor="test") as store:
+        return fill(store)
+
+
+@pytest.fixture
+def client(database: Path | str, runs: dict[str, str]) -> Iterator[TestClient]:
+    app = build_app(database, token=TOKEN, port=PORT)
+    with TestClient(app, base_url=ORIGIN, client=("127.0.0.1", 50000)) as opened:
+        assert opened.get(f"/?token={TOKEN}").status_code == 200  # sets the cookie
+        yield opened
+
+
+def anonymous(database: Path | str, address: str = "127.0.0.1") -> TestClient:
+    app = build_app(database, token=TOKEN, port=PORT)
+    return TestClient(app, base_url=ORIGIN, client=(address, 50000))
+
+
+# -- who may ask ---------------------------------------------------------------------------
+
+
+def test_the_token_is_needed_on_every_request(database: Path | str, runs: object) -> None:
+    browser = anonymous(database)
+    for path in ("/", "/memory/tabs", "/runs", "/recall?q=deploy", "/health", "/static/ui.css"):
+        refused = browser.get(path)
+        assert refused.status_code == 403, path
+        assert "tabs" not in refused.text
+    assert browser.get("/?token=wrong").status_code == 403
+    assert browser.get(f"/?token={TOKEN}x").status_code == 403
+    assert browser.get("/?token=").status_code == 403
+    browser.cookies.set(cookie_name(PORT + 1), TOKEN)  # another server's cookie
+    assert browser.get("/").status_code == 403
+
+
+def test_the_token_in_the_url_once_then_the_cookie(database: Path | str, runs: object) -> None:
+    browser = anonymous(database)
+    first = browser.get(f"/?token={TOKEN}")
+    assert first.status_code == 200
+    cookie = first.headers["set-cookie"]
+    assert cookie.startswith(f"{cookie_name(PORT)}={TOKEN};")
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    assert browser.get("/memory/tabs").status_code == 200
+    assert "set-cookie" not in browser.get("/memory/tabs").headers
+
+
+def test_another_host_is_refused(database: Path | str, runs: object) -> None:
+    """DNS rebinding: a page of evil.example whose name now resolves to 127.0.0.1."""
+    browser = anonymous(database)
+    for host in ("evil.example", f"evil.example:{PORT}", "127.0.0.1", f"127.0.0.1:{PORT + 1}"):
+        refused = browser.get(f"/?token={TOKEN}", headers={"host": host})
+        assert refused.status_code == 403, host
+        assert "Host" in refused.text
+    assert browser.get(f"/?token={TOKEN}", headers={"host": f"localhost:{PORT}"}).is_success
+
+
+def test_another_address_is_refused(database: Path | str, runs: object) -> None:
+    for address in ("10.0.0.7", "192.168.1.2", "::ffff:10.0.0.7", "testclient"):
+        refused = anonymous(database, address).get(f"/?token={TOKEN}")
+        assert refused.status_code == 403, address
+    assert anonymous(database, "::1").get(f"/?token={TOKEN}").is_success
+
+
+def test_only_get_and_head(client: TestClient) -> None:
+    for method in ("POST", "PUT", "DELETE", "PATCH", "OPTIONS"):
+        assert client.request(method, f"/?token={TOKEN}").status_code == 405, method
+    assert client.head("/").status_code == 200
+
+
+def test_every_answer_says_no_script_no_frame_no_sniffing(client: TestClient) -> None:
+    for response in (client.get("/"), client.get("/nowhere"), anonymous_refusal(client)):
+        policy = response.headers["content-security-policy"]
+        assert "default-src 'none'" in policy and "frame-ancestors 'none'" in policy
+        assert "script-src" not in policy  # default-src 'none': no script from anywhere
+        assert response.headers["x-content-type-options"] == "nosniff"
+        assert response.headers["x-frame-options"] == "DENY"
+        assert response.headers["referrer-policy"] == "no-referrer"
+
+
+def anonymous_refusal(client: TestClient) -> object:
+    client.cookies.clear()
+    return client.get("/")
+
+
+# -- the memories --------------------------------------------------------------------------
+
+
+def test_memories_with_counts_age_and_last_actor(client: TestClient) -> None:
+    page = client.get("/")
+    assert page.status_code == 200
+    counts = dict(parsed(page.text).counts)
+    assert counts == {"user": "1", "feedback": "1", "project": "2", "reference": "6"}
+    assert "deploy-notes" in page.text and "old-link" not in page.text
+    assert "just now" in page.text and "consolidation" in page.text  # style's last actor
+    only = client.get("/?type=user")
+    assert "tabs" in only.text and "deploy-notes" not in only.text
+    assert client.get("/?type=nonsense").status_code == 400
+    assert client.get("/?page=x").status_code == 400
+
+
+def test_a_search_marks_the_words_it_matched(client: TestClient) -> None:
+    page = client.get("/", params={"q": "deploying dashboard"})
+    assert "deploy-notes" in page.text
+    marks = parsed(page.text).marks
+    assert "deploy" in marks and "dashboard" in marks  # stemmed as the index stems
+
+
+def test_a_chinese_query_finds_and_marks(client: TestClient) -> None:
+    page = client.get("/", params={"q": "部署"})
+    assert "deploy-chinese" in page.text
+    assert parsed(page.text).marks.count("部署") >= 2  # in the description and the body
+    assert "deploy-notes" not in page.text
+
+
+def test_a_query_without_words_says_so(client: TestClient) -> None:
+    page = client.get("/", params={"q": "the how"})
+    assert "no searchable words" in page.text
+    assert "no memory matches" in client.get("/", params={"q": "zebra"}).text
+
+
+# -- one memory ----------------------------------------------------------------------------
+
+
+def test_a_memory_with_its_file_and_the_diff_of_its_edit(
+    client: TestClient, runs: dict[str, str]
+) -> None:
+    page = client.get("/memory/deploy-notes")
+    assert page.status_code == 200
+    assert "name: deploy-notes\ndescription: How we deploy to staging" in parsed(page.text).file
+    diff = parsed(page.text).diff_lines
+    assert "-Run make deploy." in diff
+    assert "+Run make deploy-staging, then check the dashboard." in diff
+    assert f"memctl undo {runs['edit'][:8]}" in page.text
+    assert "root" in page.text or "@" in page.text  # identity@host of the run
+
+
+def test_a_merged_memory_links_its_sources(client: TestClient, runs: dict[str, str]) -> None:
+    page = client.get("/memory/style")
+    assert 'href="/memory/style-a"' in page.text and 'href="/memory/style-b"' in page.text
+    source = client.get("/memory/style-a")
+    assert "merged into" in source.text and 'href="/memory/style"' in source.text
+    assert "No live memory has this name" in source.text
+
+
+def test_an_unknown_memory_is_404(client: TestClient) -> None:
+    page = client.get("/memory/nothing-here")
+    assert page.status_code == 404
+    assert "nothing-here" in page.text
+
+
+# -- hostile text --------------------------------------------------------------------------
+
+
+HIDDEN = ["\u202e", "\u202c", "\u2066", "\u2069", "\u200f", "\x1b", "\x9b", "\x07", "\U000e0069"]
+
+
+@pytest.mark.parametrize("path", ["/", "/?q=owned+alert+click+evil+red+clear+hidden+key"])
+def test_hostile_memories_listed_inert(client: TestClient, path: str) -> None:
+    assert_inert(client.get(path).text)
+
+
+@pytest.mark.parametrize("name", [m["name"] for m in HOSTILE] + ["hostile-extra"])
+def test_hostile_memories_shown_inert(client: TestClient, name: str) -> None:
+    page = client.get(f"/memory/{name}")
+    assert page.status_code == 200
+    assert_inert(page.text)
+    shown = {"bidi-and-tags": "\\u202e</span>evil", "ansi-escapes": "\\x1b</span>[31m"}.get(name)
+    if shown is not None:  # what the memory says is still there, its trick shown
+        assert shown in page.text
+
+
+def assert_inert(html: str) -> None:
+    """Nothing of a memory's became markup: no script, no element the page does not make,
+    no handler attribute, no link off the page, no hidden character left as it is."""
+    page = parsed(html)
+    assert not page.unexpected, page.unexpected
+    assert not page.handlers, page.handlers
+    assert all(href.startswith(("/", "#")) for href in page.hrefs), page.hrefs
+    assert not any(character in html for character in HIDDEN)
+
+
+def test_browsing_writes_nothing(client: TestClient, database: Path | str) -> None:
+    if not isinstance(database, Path):
+        pytest.skip("a server's store is read on a read-only transaction (reader.py)")
+    before = hashlib.sha256(database.read_bytes()).hexdigest()
+    files = sorted(p.name for p in database.parent.iterdir())
+    for path in ("/", "/?q=deploy", "/memory/deploy-notes", "/memory/style-a"):
+        assert client.get(path).status_code == 200
+    assert hashlib.sha256(database.read_bytes()).hexdigest() == before
+    assert sorted(p.name for p in database.parent.iterdir()) == files
+
+
+# -- reading the page as a browser would -----------------------------------------------------
+
+# The elements the page's templates make: any other one came from a memory's text.
+ELEMENTS = {
+    "html", "head", "meta", "title", "link", "body", "header", "nav", "strong", "a", "p",
+    "code", "main", "h1", "h2", "form", "input", "select", "option", "button", "ul", "li",
+    "span", "table", "thead", "tbody", "tr", "th", "td", "div", "pre", "ol", "mark", "svg",
+    "polyline", "text", "line", "textarea", "label", "dl", "dt", "dd", "section", "br",
+}  # fmt: skip
+
+
+class Page(HTMLParser):
+    def __init__(self, html: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.unexpected: list[str] = []
+        self.handlers: list[str] = []
+        self.hrefs: list[str] = []
+        self.counts: list[tuple[str, str]] = []
+        self.marks: list[str] = []
+        self.diff_lines: list[str] = []
+        self.file = ""
+        self._open: list[tuple[str, dict[str, str | None]]] = []
+        self.feed(html)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attributes = dict(attrs)
+        if tag not in ELEMENTS or attributes.get("id") == "injected":
+            self.unexpected.append(tag)
+        self.handlers += [name for name, _ in attrs if name.startswith("on")]
+        if "href" in attributes or "src" in attributes:
+            self.hrefs.append(str(attributes.get("href") or attributes.get("src")))
+        if tag not in ("meta", "link", "input", "br"):
+            self._open.append((tag, attributes))
+
+    def handle_endtag(self, tag: str) -> None:
+        while self._open and self._open.pop()[0] != tag:
+            pass
+
+    def handle_data(self, data: str) -> None:
+        for tag, attributes in self._open[::-1]:
+            if tag == "mark":
+                self.marks.append(data)
+            if tag == "span" and attributes.get("data-type"):
+                self.counts.append((str(attributes["data-type"]), data))
+            if tag == "span" and attributes.get("class") in ("add", "remove", "context"):
+                self.diff_lines.append(data)
+            if tag == "pre" and attributes.get("id") == "file":
+                self.file += data
+
+
+def parsed(html: str) -> Page:
+    return Page(html)
