@@ -6,6 +6,7 @@ and that browsing writes nothing."""
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
@@ -14,8 +15,10 @@ import pytest
 from starlette.testclient import TestClient
 
 from memstore.storage.store import MemoryStore
+from memstore.storage.undo import undo_run
 from memstore.ui.app import build_app
 from memstore.ui.guard import cookie_name
+from tests.conftest import raw_sql
 from tests.ui_store import HOSTILE, fill
 
 pytestmark = pytest.mark.both_engines
@@ -175,15 +178,132 @@ def test_an_unknown_memory_is_404(client: TestClient) -> None:
     assert "nothing-here" in page.text
 
 
+# -- runs ----------------------------------------------------------------------------------
+
+
+def test_runs_newest_first_with_kind_and_undo(client: TestClient, runs: dict[str, str]) -> None:
+    page = client.get("/runs")
+    assert page.status_code == 200
+    consolidation = runs["consolidation"]
+    assert f'href="/runs/{consolidation}"' in page.text
+    assert "consolidation" in page.text and "memctl consolidate --yes" in page.text
+    assert f"memctl undo {consolidation[:8]}" in page.text
+    assert page.text.index(consolidation) < page.text.index(runs["edit"])  # newest first
+
+
+def test_a_consolidation_shows_its_sources_result_and_drops(
+    client: TestClient, runs: dict[str, str]
+) -> None:
+    page = client.get(f"/runs/{runs['consolidation'][:8]}")
+    assert page.status_code == 200
+    sources = re.findall(r'class="source">([^<]+)<', page.text)
+    assert sorted(sources) == ["style-a", "style-b"]
+    assert 'class="result">style<' in page.text
+    assert "+description: Style rules" in parsed(page.text).diff_lines
+    drops = page.text[page.text.index('id="drops"') :]
+    assert 'href="/memory/stale"' in drops
+    assert f"memctl undo {runs['consolidation'][:8]}" in page.text
+
+
+def test_an_undone_run_says_by_which(
+    database: Path | str, runs: dict[str, str], client: TestClient
+) -> None:
+    with MemoryStore(database, actor="test") as store:
+        undone = undo_run(store, runs["edit"])
+    assert (
+        f'undone by run <a href="/runs/{undone.run_id}">'
+        in client.get(f"/runs/{runs['edit']}").text
+    )
+    assert f'undone by <a href="/runs/{undone.run_id}">' in client.get("/runs").text
+    undo_page = client.get(f"/runs/{undone.run_id}").text
+    assert f'href="/runs/{runs["edit"]}"' in undo_page  # what it undoes
+    assert "+Run make deploy." in parsed(undo_page).diff_lines
+
+
+def test_an_unknown_run_is_404(client: TestClient) -> None:
+    assert client.get("/runs/ffffffffffff").status_code == 404
+
+
+# -- recall ------------------------------------------------------------------------------
+
+
+def test_recall_shows_the_chosen_their_words_and_the_block(client: TestClient) -> None:
+    page = client.get("/recall", params={"q": "how do we deploy to staging?"})
+    assert page.status_code == 200
+    assert "path: <strong>keyword</strong>" in page.text
+    chosen = re.findall(r'class="name">([^<]+)<', page.text)
+    assert chosen[0] == "deploy-notes"
+    assert "deploy" in page.text[page.text.index('class="matched"') :]
+    block = parsed(page.text).block
+    assert block.startswith("<relevant_memories>") and "name: deploy-notes" in block
+
+
+def test_recall_in_chinese(client: TestClient) -> None:
+    page = client.get("/recall", params={"q": "我们怎么自动部署？"})
+    assert re.findall(r'class="name">([^<]+)<', page.text)[:1] == ["deploy-chinese"]
+
+
+def test_recall_of_nothing_says_why(client: TestClient) -> None:
+    assert "textarea" in client.get("/recall").text
+    page = client.get("/recall", params={"q": "zebra giraffe"})
+    assert "0 chosen" in page.text
+
+
+# -- health ------------------------------------------------------------------------------
+
+
+def test_health_verifies_lists_kept_secrets_and_draws_growth(
+    database: Path | str, runs: dict[str, str], client: TestClient
+) -> None:
+    key = "ghp_" + "a1B2c3D4e5F6g7H8i9J0" * 2
+    with MemoryStore(database, actor="test") as store:
+        store.create("kept-key", "reference", "a token kept", key[:40], allow_secrets=True)
+    page = client.get("/health")
+    assert page.status_code == 200
+    assert 'class="ok">history verified:' in page.text
+    assert 'href="/memory/kept-key"' in page.text
+    assert key[:40] not in page.text  # shown masked
+    assert re.search(r'<polyline points="[0-9., ]+"/>', page.text)
+
+
+def test_health_says_where_the_history_breaks(
+    database: Path | str, runs: dict[str, str], client: TestClient
+) -> None:
+    with MemoryStore(database, actor="test") as store, raw_sql(store) as sql:
+        # Past the append-only triggers, as a person with the database's file or owner can.
+        if isinstance(database, Path):
+            sql.execute("DROP TRIGGER memory_event_no_update")
+        else:
+            sql.execute("ALTER TABLE memory_event DISABLE TRIGGER USER")
+        sql.execute(
+            "UPDATE memory_event SET actor = 'someone-else'"
+            " WHERE id = (SELECT min(id) + 1 FROM memory_event)"
+        )
+    page = client.get("/health")
+    assert 'class="bad">history does not verify at event' in page.text
+
+
 # -- hostile text --------------------------------------------------------------------------
 
 
 HIDDEN = ["\u202e", "\u202c", "\u2066", "\u2069", "\u200f", "\x1b", "\x9b", "\x07", "\U000e0069"]
 
 
-@pytest.mark.parametrize("path", ["/", "/?q=owned+alert+click+evil+red+clear+hidden+key"])
+QUERY = "owned+alert+click+evil+red+clear+hidden+key"
+
+
+@pytest.mark.parametrize("path", ["/", f"/?q={QUERY}", "/runs", "/health", f"/recall?q={QUERY}"])
 def test_hostile_memories_listed_inert(client: TestClient, path: str) -> None:
-    assert_inert(client.get(path).text)
+    page = client.get(path)
+    assert page.status_code == 200
+    assert_inert(page.text)
+
+
+def test_a_hostile_run_shown_inert(client: TestClient, runs: dict[str, str]) -> None:
+    page = client.get(f"/runs/{runs['hostile']}")
+    assert page.status_code == 200
+    assert_inert(page.text)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text
 
 
 @pytest.mark.parametrize("name", [m["name"] for m in HOSTILE] + ["hostile-extra"])
@@ -211,7 +331,8 @@ def test_browsing_writes_nothing(client: TestClient, database: Path | str) -> No
         pytest.skip("a server's store is read on a read-only transaction (reader.py)")
     before = hashlib.sha256(database.read_bytes()).hexdigest()
     files = sorted(p.name for p in database.parent.iterdir())
-    for path in ("/", "/?q=deploy", "/memory/deploy-notes", "/memory/style-a"):
+    pages = ["/", "/?q=deploy", "/memory/deploy-notes", "/memory/style-a", "/runs", "/health"]
+    for path in [*pages, "/recall?q=deploy", "/static/ui.css"]:
         assert client.get(path).status_code == 200
     assert hashlib.sha256(database.read_bytes()).hexdigest() == before
     assert sorted(p.name for p in database.parent.iterdir()) == files
@@ -238,6 +359,7 @@ class Page(HTMLParser):
         self.marks: list[str] = []
         self.diff_lines: list[str] = []
         self.file = ""
+        self.block = ""
         self._open: list[tuple[str, dict[str, str | None]]] = []
         self.feed(html)
 
@@ -265,6 +387,8 @@ class Page(HTMLParser):
                 self.diff_lines.append(data)
             if tag == "pre" and attributes.get("id") == "file":
                 self.file += data
+            if tag == "pre" and attributes.get("id") == "block":
+                self.block += data
 
 
 def parsed(html: str) -> Page:

@@ -39,6 +39,8 @@ HOSTILE: list[dict[str, Any]] = [
         "body": "red \x1b[31mred\x1b[0m title \x1b]0;owned\x07 clear \x1b[2J\x1b[H C1 \x9b31m",
     },
 ]
+# A run's command line is text too (an MCP client's, a hook's).
+HOSTILE_COMMAND = "memctl add </code><script>alert(1)</script> \u202e \x1b[2J"
 HOSTILE_EXTRA = {
     "<b id=injected>key</b>": "<script>alert(1)</script>",
     "link": "javascript:alert(1)",
@@ -65,7 +67,9 @@ def fill(store: MemoryStore) -> dict[str, str]:
         tx.delete(tx.get("style-b"), merged_into=target)
         tx.delete(tx.get("stale"))
         consolidation = tx.run_id
-    for memory in HOSTILE:
-        store.create(memory["name"], "reference", memory["description"], memory["body"])
-    store.create("hostile-extra", "reference", "extra keys", "body", extra=HOSTILE_EXTRA)
-    return {"edit": edit, "consolidation": consolidation}
+    with store.transaction(command=HOSTILE_COMMAND) as tx:
+        for memory in HOSTILE:
+            tx.create(memory["name"], "reference", memory["description"], memory["body"])
+        tx.create("hostile-extra", "reference", "extra keys", "body", extra=HOSTILE_EXTRA)
+        hostile = tx.run_id
+    return {"edit": edit, "consolidation": consolidation, "hostile": hostile}

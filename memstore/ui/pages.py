@@ -15,11 +15,12 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from memstore.errors import InvalidMemory, RunNotFound
+from memstore.errors import RunNotFound
 from memstore.storage.search_terms import search_terms
 from memstore.storage.validation import MemoryType
 from memstore.ui.highlight import Query, excerpt, marked
 from memstore.ui.reads import LastChange, Listed, UiReads
+from memstore.ui.runs import RunLine, kind, run_changes, undo_command
 from memstore.ui.shown import shown
 from memstore.ui.timeline import timeline
 
@@ -142,20 +143,84 @@ def memory(site: Site, request: Request) -> Response:
     )
 
 
+RUNS_SHOWN = 200
+RECALL_LIMIT = 5
+
+
 def runs(site: Site, request: Request) -> Response:
-    raise HTTPException(404, "not yet")
+    with site.reads() as reads:
+        rows = reads.history.runs(RUNS_SHOWN)
+        rows.reverse()  # newest first
+        undone = reads.undone_by([str(row["run_id"]) for row in rows])
+    lines = [RunLine(row, undone.get(str(row["run_id"]))) for row in rows]
+    return site.page("runs.html", runs=lines, limit=RUNS_SHOWN)
 
 
 def run(site: Site, request: Request) -> Response:
-    try:
-        raise RunNotFound("not yet")
-    except (RunNotFound, InvalidMemory) as error:
-        raise HTTPException(404, str(error)) from None
+    with site.reads() as reads:
+        history = reads.history
+        try:
+            found = history.find_run(request.path_params["run_id"])
+        except RunNotFound as error:
+            raise HTTPException(404, str(error)) from None
+        events = history.run_events(found.id)
+        merged_ids = [m for e in events if (m := getattr(e, "merged_into", None)) is not None]
+        names = reads.names(merged_ids)
+        undone = reads.undone_by([found.id])
+    entries = timeline(events, {found.id: found}, names, undone)
+    return site.page(
+        "run.html",
+        run=found,
+        kind=kind(found.actor),
+        changes=run_changes(found, events, entries),
+        undone_by=undone.get(found.id),
+        undo_command=undo_command(found.id),
+        show_name=True,
+    )
 
 
 def recall(site: Site, request: Request) -> Response:
-    raise HTTPException(404, "not yet")
+    """What offline recall chooses for the prompt (the model is never asked from here), as
+    `memctl recall --offline --json` says it, and the block an agent would receive."""
+    from memstore.recall.block import memories_block
+    from memstore.recall.turn import recall as recall_memories
+
+    text = request.query_params.get("q", "").strip()
+    if not text:
+        return site.page("recall.html", query="", result=None)
+    with site.reads() as reads:
+        result = recall_memories([{"role": "user", "content": text}], RECALL_LIMIT, store=reads)
+        found = {name: reads.find(name) for name in result.names}
+    query = Query.of(text)
+    chosen = [
+        Chosen(
+            name,
+            result.scores.get(name),
+            result.matched.get(name, ()),
+            result.similarity.get(name),
+            marked(memory.description, query) if memory is not None else Markup(""),
+        )
+        for name, memory in found.items()
+    ]
+    block = memories_block([m for m in found.values() if m is not None])
+    return site.page("recall.html", query=text, result=result, chosen=chosen, block=block)
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """A memory recall chose, as `memctl recall --json` lists it."""
+
+    name: str
+    score: float | None
+    matched: tuple[str, ...]
+    similarity: float | None
+    description: Markup
 
 
 def health(site: Site, request: Request) -> Response:
-    raise HTTPException(404, "not yet")
+    from memstore.ui.health import health as store_health
+
+    # Not cached: a history changed outside memstore moves no mark a cache could key on.
+    with site.reads() as reads:
+        found = store_health(reads)
+    return site.page("health.html", health=found)

@@ -133,13 +133,6 @@ class UiReads(ReadOnlyStore):
         ).fetchall()
         return [(str(day), int(change or 0)) for day, change in rows]
 
-    def change_mark(self) -> tuple[Any, ...]:
-        """The history's last id and how many runs there are: any change moves one."""
-        row = self._connection.execute(
-            "SELECT (SELECT max(id) FROM memory_event), (SELECT count(*) FROM run)"
-        ).fetchone()
-        return tuple(row)
-
     def verify(self) -> ChainReport:
         """`memctl history --verify`'s check: HistoryTampered names where the chain breaks."""
         return verify(self._connection)

@@ -2,7 +2,7 @@
 every value escaped unless marked safe by shown.py or highlight.py), and the Site: where the
 store is, opening it for one request (UiReads: ReadOnlyStore's DBAPI connection, no
 SQLAlchemy, never a write, closed when the page is made, so a page shows the store as it is
-now), and what is cached until it changes.
+now).
 """
 
 from __future__ import annotations
@@ -77,8 +77,6 @@ class Site:
     def __init__(self, location: Path | str, shown_location: str) -> None:
         self.location = location
         self.shown_location = shown_location
-        # Health reads every memory and the whole chain: kept until the store changes.
-        self.health_cache: tuple[tuple[Any, ...], Any] | None = None
 
     @contextmanager
     def reads(self) -> Iterator[UiReads]:
