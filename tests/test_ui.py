@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterator
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from memstore.storage.undo import undo_run
 from memstore.ui.app import build_app
 from memstore.ui.guard import cookie_name
 from tests.conftest import raw_sql
+from tests.ui_page import assert_inert, parsed
 from tests.ui_store import HOSTILE, fill
 
 pytestmark = pytest.mark.both_engines
@@ -286,9 +286,6 @@ def test_health_says_where_the_history_breaks(
 # -- hostile text --------------------------------------------------------------------------
 
 
-HIDDEN = ["\u202e", "\u202c", "\u2066", "\u2069", "\u200f", "\x1b", "\x9b", "\x07", "\U000e0069"]
-
-
 QUERY = "owned+alert+click+evil+red+clear+hidden+key"
 
 
@@ -316,16 +313,6 @@ def test_hostile_memories_shown_inert(client: TestClient, name: str) -> None:
         assert shown in page.text
 
 
-def assert_inert(html: str) -> None:
-    """Nothing of a memory's became markup: no script, no element the page does not make,
-    no handler attribute, no link off the page, no hidden character left as it is."""
-    page = parsed(html)
-    assert not page.unexpected, page.unexpected
-    assert not page.handlers, page.handlers
-    assert all(href.startswith(("/", "#")) for href in page.hrefs), page.hrefs
-    assert not any(character in html for character in HIDDEN)
-
-
 def test_browsing_writes_nothing(client: TestClient, database: Path | str) -> None:
     if not isinstance(database, Path):
         pytest.skip("a server's store is read on a read-only transaction (reader.py)")
@@ -336,60 +323,3 @@ def test_browsing_writes_nothing(client: TestClient, database: Path | str) -> No
         assert client.get(path).status_code == 200
     assert hashlib.sha256(database.read_bytes()).hexdigest() == before
     assert sorted(p.name for p in database.parent.iterdir()) == files
-
-
-# -- reading the page as a browser would -----------------------------------------------------
-
-# The elements the page's templates make: any other one came from a memory's text.
-ELEMENTS = {
-    "html", "head", "meta", "title", "link", "body", "header", "nav", "strong", "a", "p",
-    "code", "main", "h1", "h2", "form", "input", "select", "option", "button", "ul", "li",
-    "span", "table", "thead", "tbody", "tr", "th", "td", "div", "pre", "ol", "mark", "svg",
-    "polyline", "text", "line", "textarea", "label", "dl", "dt", "dd", "section", "br",
-}  # fmt: skip
-
-
-class Page(HTMLParser):
-    def __init__(self, html: str) -> None:
-        super().__init__(convert_charrefs=True)
-        self.unexpected: list[str] = []
-        self.handlers: list[str] = []
-        self.hrefs: list[str] = []
-        self.counts: list[tuple[str, str]] = []
-        self.marks: list[str] = []
-        self.diff_lines: list[str] = []
-        self.file = ""
-        self.block = ""
-        self._open: list[tuple[str, dict[str, str | None]]] = []
-        self.feed(html)
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        attributes = dict(attrs)
-        if tag not in ELEMENTS or attributes.get("id") == "injected":
-            self.unexpected.append(tag)
-        self.handlers += [name for name, _ in attrs if name.startswith("on")]
-        if "href" in attributes or "src" in attributes:
-            self.hrefs.append(str(attributes.get("href") or attributes.get("src")))
-        if tag not in ("meta", "link", "input", "br"):
-            self._open.append((tag, attributes))
-
-    def handle_endtag(self, tag: str) -> None:
-        while self._open and self._open.pop()[0] != tag:
-            pass
-
-    def handle_data(self, data: str) -> None:
-        for tag, attributes in self._open[::-1]:
-            if tag == "mark":
-                self.marks.append(data)
-            if tag == "span" and attributes.get("data-type"):
-                self.counts.append((str(attributes["data-type"]), data))
-            if tag == "span" and attributes.get("class") in ("add", "remove", "context"):
-                self.diff_lines.append(data)
-            if tag == "pre" and attributes.get("id") == "file":
-                self.file += data
-            if tag == "pre" and attributes.get("id") == "block":
-                self.block += data
-
-
-def parsed(html: str) -> Page:
-    return Page(html)
