@@ -15,6 +15,7 @@ from starlette.testclient import TestClient
 
 from memstore.storage.store import MemoryStore
 from memstore.storage.undo import undo_run
+from memstore.ui import pages
 from memstore.ui.app import build_app
 from memstore.ui.guard import cookie_name
 from tests.conftest import raw_sql
@@ -220,6 +221,15 @@ def test_an_undone_run_says_by_which(
     assert "+Run make deploy." in parsed(undo_page).diff_lines
 
 
+def test_a_long_run_shows_its_first_events(
+    client: TestClient, runs: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pages, "RUN_EVENTS_SHOWN", 2)
+    page = client.get(f"/runs/{runs['hostile']}").text
+    assert "6 events; the first 2 are shown" in page
+    assert len(re.findall(r'class="event op-create"', page)) == 2
+
+
 def test_an_unknown_run_is_404(client: TestClient) -> None:
     assert client.get("/runs/ffffffffffff").status_code == 404
 
@@ -264,11 +274,17 @@ def test_health_verifies_lists_kept_secrets_and_draws_growth(
     assert 'href="/memory/kept-key"' in page.text
     assert key[:40] not in page.text  # shown masked
     assert re.search(r'<polyline points="[0-9., ]+"/>', page.text)
+    with MemoryStore(database, actor="test") as store:  # the scan kept is not stale
+        store.delete("kept-key")
+        store.update("tabs", body=key[:40], allow_secrets=True)
+    again = client.get("/health").text
+    assert 'href="/memory/kept-key"' not in again and 'href="/memory/tabs"' in again
 
 
 def test_health_says_where_the_history_breaks(
     database: Path | str, runs: dict[str, str], client: TestClient
 ) -> None:
+    assert 'class="ok">history verified:' in client.get("/health").text
     with MemoryStore(database, actor="test") as store, raw_sql(store) as sql:
         # Past the append-only triggers, as a person with the database's file or owner can.
         if isinstance(database, Path):
@@ -279,8 +295,14 @@ def test_health_says_where_the_history_breaks(
             "UPDATE memory_event SET actor = 'someone-else'"
             " WHERE id = (SELECT min(id) + 1 FROM memory_event)"
         )
-    page = client.get("/health")
+    # Kept while no write moved the store's mark, and the page says when it checked...
+    assert "Checked just now" in client.get("/health").text
+    # ... and checked again when asked.
+    page = client.get("/health?again=1")
     assert 'class="bad">history does not verify at event' in page.text
+    with MemoryStore(database, actor="test") as store:
+        store.create("after", "user", "a write after", "moves the mark")
+    assert "does not verify" in client.get("/health").text
 
 
 # -- hostile text --------------------------------------------------------------------------

@@ -7,6 +7,7 @@ live memories over time, drawn as an SVG chart on the server (the page runs no s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from itertools import accumulate
 
 from memstore.errors import HistoryTampered
@@ -51,6 +52,7 @@ class Health:
     verified: Verified
     secrets: list[KeptSecret] = field(default_factory=list)
     chart: Chart | None = None
+    checked_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
 
 
 def verified(reads: UiReads) -> Verified:
@@ -68,16 +70,35 @@ def verified(reads: UiReads) -> Verified:
     )
 
 
-def kept_secrets(reads: UiReads) -> list[KeptSecret]:
-    found = []
-    for memory in reads.memories():
-        secret = memory_secret(
-            memory.name, memory.description, memory.body, memory.extra, scanned_others(memory)
-        )
-        if secret is not None:
-            finding = secret.finding
-            found.append(KeptSecret(memory.name, secret.field, finding.kind, finding.preview))
-    return found
+class SecretScan:
+    """The secrets check over every live memory, each memory's answer kept by its content:
+    a page after the first scans only what changed (the check is most of the page's time).
+    Keyed by the content itself, not by a version, so that a row changed outside memstore
+    is scanned again."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[object, ...], KeptSecret | None] = {}
+
+    def kept(self, reads: UiReads) -> list[KeptSecret]:
+        seen: dict[tuple[object, ...], KeptSecret | None] = {}
+        for memory in reads.memories():
+            others = scanned_others(memory)
+            key = (memory.name, memory.description, memory.body, repr(memory.extra), repr(others))
+            if key in self._seen:
+                seen[key] = self._seen[key]
+                continue
+            secret = memory_secret(
+                memory.name, memory.description, memory.body, memory.extra, others
+            )
+            seen[key] = (
+                None
+                if secret is None
+                else KeptSecret(
+                    memory.name, secret.field, secret.finding.kind, secret.finding.preview
+                )
+            )
+        self._seen = seen  # only the memories live now: deleted ones are forgotten
+        return sorted((kept for kept in seen.values() if kept), key=lambda kept: kept.name)
 
 
 def chart(days: list[tuple[str, int]]) -> Chart | None:
@@ -99,5 +120,5 @@ def chart(days: list[tuple[str, int]]) -> Chart | None:
     return Chart(" ".join(points), days[0][0], days[-1][0], most, totals[-1])
 
 
-def health(reads: UiReads) -> Health:
-    return Health(verified(reads), kept_secrets(reads), chart(reads.growth()))
+def health(reads: UiReads, scan: SecretScan) -> Health:
+    return Health(verified(reads), scan.kept(reads), chart(reads.growth()))

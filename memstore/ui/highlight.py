@@ -10,7 +10,9 @@ each bigram of the query's is marked.
 from __future__ import annotations
 
 import functools
+import itertools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from markupsafe import Markup
@@ -58,27 +60,37 @@ class Query:
 
 def spans(text: str, query: Query) -> list[tuple[int, int]]:
     """Where `text` has a word the query matched: (start, end), in order, not overlapping."""
+    return list(_spans(text, query))
+
+
+def _spans(text: str, query: Query) -> Iterator[tuple[int, int]]:
+    """spans(), as they are found: an excerpt stops reading a long body past its window."""
     if not query:
-        return []
-    found: list[tuple[int, int]] = []
+        return
+    pending: tuple[int, int] | None = None  # a Han run's bigrams join into one span
     for match in _words().finditer(text):
         han, word = match.group(1), match.group(2)
         start = match.start()
         if word is not None:
             if query.matches(word):
-                found.append((start, match.end()))
+                yield (start, match.end())
             continue
         if len(han) == 1:
             if han in query.tokens:
-                found.append((start, start + 1))
+                yield (start, start + 1)
             continue
         for i in range(len(han) - 1):
-            if han[i : i + 2] in query.tokens:
-                if found and found[-1][1] > start + i:  # overlapping bigrams: one span
-                    found[-1] = (found[-1][0], start + i + 2)
-                else:
-                    found.append((start + i, start + i + 2))
-    return found
+            if han[i : i + 2] not in query.tokens:
+                continue
+            if pending is not None and pending[1] > start + i:  # overlapping bigrams
+                pending = (pending[0], start + i + 2)
+            else:
+                if pending is not None:
+                    yield pending
+                pending = (start + i, start + i + 2)
+        if pending is not None:
+            yield pending
+            pending = None
 
 
 def marked(text: str, query: Query) -> Markup:
@@ -89,12 +101,17 @@ def marked(text: str, query: Query) -> Markup:
 def excerpt(text: str, query: Query, chars: int = EXCERPT_CHARS) -> Markup:
     """Up to `chars` of `text` around its first matched word (its start when none), as
     marked() shows them, with "…" where text was left out."""
-    found = spans(text, query)
+    found = _spans(text, query)
+    first = next(found, None)
     start = 0
-    if found and found[0][0] > chars // 3:
-        start = found[0][0] - chars // 3
+    if first is not None and first[0] > chars // 3:
+        start = first[0] - chars // 3
     end = min(len(text), start + chars)
-    shown_spans = [(a, b) for a, b in found if a >= start and b <= end]
+    shown_spans = []
+    for span in itertools.chain([first] if first else [], found):
+        if span[1] > end:
+            break
+        shown_spans.append(span)
     html = _marked(text, shown_spans, start, end)
     return Markup(("…" if start else "") + html + ("…" if end < len(text) else ""))
 

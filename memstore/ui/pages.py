@@ -144,6 +144,7 @@ def memory(site: Site, request: Request) -> Response:
 
 
 RUNS_SHOWN = 200
+RUN_EVENTS_SHOWN = 100
 RECALL_LIMIT = 5
 
 
@@ -163,7 +164,7 @@ def run(site: Site, request: Request) -> Response:
             found = history.find_run(request.path_params["run_id"])
         except RunNotFound as error:
             raise HTTPException(404, str(error)) from None
-        events = history.run_events(found.id)
+        events, total = reads.run_events(found.id, RUN_EVENTS_SHOWN)
         merged_ids = [m for e in events if (m := getattr(e, "merged_into", None)) is not None]
         names = reads.names(merged_ids)
         undone = reads.undone_by([found.id])
@@ -176,6 +177,8 @@ def run(site: Site, request: Request) -> Response:
         undone_by=undone.get(found.id),
         undo_command=undo_command(found.id),
         show_name=True,
+        total=total,
+        shown_events=len(events),
     )
 
 
@@ -218,9 +221,13 @@ class Chosen:
 
 
 def health(site: Site, request: Request) -> Response:
+    """The chain verified and every memory scanned: kept while the store's mark (reads.py)
+    stays the same, and done again when asked (`?again=1`); the page says when."""
     from memstore.ui.health import health as store_health
 
-    # Not cached: a history changed outside memstore moves no mark a cache could key on.
     with site.reads() as reads:
-        found = store_health(reads)
-    return site.page("health.html", health=found)
+        mark = reads.health_mark()
+        kept = site.health
+        if kept is None or kept[0] != mark or request.query_params.get("again"):
+            kept = site.health = (mark, store_health(reads, site.secret_scan))
+    return site.page("health.html", health=kept[1])

@@ -9,6 +9,7 @@ what they may.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from memstore.storage.backend import backend_of
 from memstore.storage.chain import ChainReport, verify
 from memstore.storage.fields import LIVE_SQL
+from memstore.storage.history_reader import EVENT_COLUMNS, EventRecord
 from memstore.storage.reads import ReadOnlyStore, checked_type
 
 # SQLite limits the number of bound parameters in one statement.
@@ -88,6 +90,26 @@ class UiReads(ReadOnlyStore):
             found.update((row[0], LastChange(*row[1:])) for row in rows)
         return found
 
+    def run_events(self, run_id: str, limit: int) -> tuple[list[EventRecord], int]:
+        """The first `limit` events of a run, in the order they were written, and how many
+        it has (an import writes one per memory: a page shows the first ones)."""
+        total = self._connection.execute(
+            f"SELECT count(*) FROM memory_event WHERE run_id = {self.mark}", (run_id,)
+        ).fetchone()[0]
+        rows = self._connection.execute(
+            f"SELECT {', '.join(EVENT_COLUMNS)} FROM memory_event WHERE run_id = {self.mark}"
+            f" ORDER BY id LIMIT {self.mark}",
+            (run_id, limit),
+        ).fetchall()
+        events = []
+        for row in rows:
+            values = dict(zip(EVENT_COLUMNS, row, strict=True))
+            for key in ("old_value", "new_value"):
+                if isinstance(values[key], str):  # JSON as text on SQLite
+                    values[key] = json.loads(values[key])
+            events.append(EventRecord(**values))
+        return events, int(total)
+
     def names(self, ids: Sequence[int]) -> dict[int, str]:
         """The names of these memories, live or deleted, by id."""
         found: dict[int, str] = {}
@@ -132,6 +154,18 @@ class UiReads(ReadOnlyStore):
             " FROM memory_event GROUP BY substr(created_at, 1, 10) ORDER BY day"
         ).fetchall()
         return [(str(day), int(change or 0)) for day, change in rows]
+
+    def health_mark(self) -> tuple[Any, ...]:
+        """What any write through memstore moves: the history's last event and its count,
+        the runs, the memories' rows, versions and last change. A row changed outside
+        memstore may leave it as it was (the health page's "check again" is for that)."""
+        row = self._connection.execute(
+            "SELECT (SELECT max(id) FROM memory_event), (SELECT count(*) FROM memory_event),"
+            " (SELECT count(*) FROM run), (SELECT count(*) FROM memory),"
+            " (SELECT coalesce(sum(version), 0) FROM memory),"
+            " (SELECT max(updated_at) FROM memory)"
+        ).fetchone()
+        return tuple(row)
 
     def verify(self) -> ChainReport:
         """`memctl history --verify`'s check: HistoryTampered names where the chain breaks."""

@@ -18,6 +18,7 @@ from urllib.parse import quote, urlencode
 from jinja2 import Environment, FileSystemLoader
 from starlette.responses import HTMLResponse
 
+from memstore.ui.health import Health, SecretScan
 from memstore.ui.reads import UiReads
 from memstore.ui.shown import shown
 
@@ -77,6 +78,10 @@ class Site:
     def __init__(self, location: Path | str, shown_location: str) -> None:
         self.location = location
         self.shown_location = shown_location
+        # Kept between pages: each memory's answer of the secrets check, by its content.
+        self.secret_scan = SecretScan()
+        # The last health page's findings, and the store's mark they were made at.
+        self.health: tuple[tuple[Any, ...], Health] | None = None
 
     @contextmanager
     def reads(self) -> Iterator[UiReads]:
