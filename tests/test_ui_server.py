@@ -78,6 +78,22 @@ def test_without_a_store_it_says_so(memctl_process: MemctlRunner, tmp_path: Path
     assert "Traceback" not in done.stderr
 
 
+def test_without_the_ui_extra_it_says_how_to_install_it(
+    filled: None, memctl_process: MemctlRunner, tmp_path: Path, database_env: dict[str, str]
+) -> None:
+    """As in a venv without the extra: starlette cannot be imported."""
+    blocked = tmp_path / "blocked" / "starlette"
+    blocked.mkdir(parents=True)
+    (blocked / "__init__.py").write_text("raise ImportError('not installed', name='starlette')\n")
+    env = {**database_env, "PYTHONPATH": str(blocked.parent)}
+    done = memctl_process("ui", "--no-open", env=env)
+    assert done.returncode == 1
+    assert done.stderr == (
+        "memctl: error: memctl ui needs the ui extra: pip install 'agent-memstore[ui]'"
+        " (Starlette, uvicorn and Jinja2)\n"
+    )
+
+
 def test_a_port_taken_is_one_line(
     filled: None, memctl_process: MemctlRunner, database_env: dict[str, str]
 ) -> None:
