@@ -121,6 +121,7 @@ def test_each_page_loads_with_a_clean_console(site: Site, page: str) -> None:
     assert element in loaded.dom
     assert loaded.console == []
     assert "<title>" in loaded.dom and "403" not in parsed_title(loaded.dom)
+    assert_inert(loaded.dom)  # the list, the runs and health show the hostile memories too
 
 
 def test_a_chinese_query_finds_its_memory(site: Site) -> None:

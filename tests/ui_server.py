@@ -65,3 +65,6 @@ def running_ui(cwd: Path, env: dict[str, str] | None = None, *args: str) -> Iter
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
