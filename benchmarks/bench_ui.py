@@ -9,11 +9,13 @@ Not a test: it prints figures, and never fails on time.
 
     .venv/bin/python benchmarks/bench_ui.py                  # 10,000 memories, 20 of each page
     .venv/bin/python benchmarks/bench_ui.py --memories 1000 --runs 10
+    .venv/bin/python benchmarks/bench_ui.py --postgres       # the store on a throwaway server
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import re
@@ -62,7 +64,7 @@ def history(store: MemoryStore, rng: random.Random) -> tuple[list[str], str]:
 
 
 def page_times(
-    db: Path, paths: dict[str, list[str]], runs: int
+    db: Path | str, paths: dict[str, list[str]], runs: int
 ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """Each page's wall times, and its CPU times (this process's, every thread's: the app
     runs in TestClient's thread), which a busy machine moves less."""
@@ -87,11 +89,13 @@ def page_times(
     return times, cpu
 
 
-def startup(workspace: Path, runs: int) -> tuple[list[float], list[float]]:
+def startup(workspace: Path, runs: int, db: Path | str) -> tuple[list[float], list[float]]:
     """From `memctl ui --no-open`'s start to its first page answered; and each process's
     CPU time, start to exit."""
     env = {k: v for k, v in os.environ.items() if k not in ("MEMSTORE_DB", "MEMCTL_DB")}
     env["MEMSTORE_SEMANTIC"] = "off"
+    if isinstance(db, str):
+        env["MEMSTORE_DB"] = db
     times, cpu = [], []
     for _ in range(runs):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -126,18 +130,36 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--memories", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument(
+        "--postgres", action="store_true", help="The store on a throwaway PostgreSQL cluster."
+    )
     args = parser.parse_args()
     print(
         f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, "
         f"load average {os.getloadavg()[0]:.2f}",
         flush=True,
     )
+    with contextlib.ExitStack() as stack:
+        db: Path | str | None = None
+        if args.postgres:
+            from tests.postgres_cluster import Cluster, server_binaries
+
+            binaries = server_binaries()
+            if binaries is None:
+                raise SystemExit("no PostgreSQL server binaries (initdb) here")
+            cluster = Cluster(binaries)
+            stack.callback(cluster.stop)
+            db = cluster.database()
+        bench(args, db)
+
+
+def bench(args: argparse.Namespace, server: str | None) -> None:
     rng = random.Random(29)
     work = Path(tempfile.mkdtemp(prefix="memstore-bench-ui-"))
     try:
         workspace = work / "project"
         (workspace / ".git").mkdir(parents=True)
-        db = workspace / ".memory" / "memstore.db"
+        db: Path | str = server or workspace / ".memory" / "memstore.db"
         corpus = write_corpus(work / "corpus", args.memories, seed=29)
         with MemoryStore(db, actor="bench") as store:
             import_memories(store, work / "corpus")
@@ -160,7 +182,10 @@ def main() -> None:
             "health": ["/health"],
         }
         times, cpu = page_times(db, paths, args.runs)
-        print(f"{len(names):,} memories, {args.runs} requests of each page, server time:")
+        engine = "PostgreSQL" if server else "SQLite"
+        print(
+            f"{len(names):,} memories on {engine}, {args.runs} requests of each page, server time:"
+        )
         for label, values in times.items():
             p50 = statistics.median(values)
             p95 = statistics.quantiles(values, n=20)[-1] if len(values) > 1 else p50
@@ -171,7 +196,7 @@ def main() -> None:
                 f"  (target p50 <= {TARGET_P50_S * 1000:.0f} ms: {verdict})",
                 flush=True,
             )
-        started, used = startup(workspace, max(3, args.runs // 4))
+        started, used = startup(workspace, max(3, args.runs // 4), db)
         p50 = statistics.median(started)
         verdict = "ok" if p50 <= STARTUP_TARGET_S else "MISSED"
         print(

@@ -4,7 +4,8 @@ as a page, and the guard (guard.py) in front of all of them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 from starlette.applications import Starlette
@@ -41,7 +42,13 @@ def build_app(
         detail = error.detail if isinstance(error, HTTPException) else "error"
         return site.page("error.html", status, status=status, detail=detail)
 
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        site.close()
+
     app = Starlette(
+        lifespan=lifespan,
         routes=[
             route("/", pages.memories),
             route("/memory/{name:path}", pages.memory),

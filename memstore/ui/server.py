@@ -61,7 +61,7 @@ def serve(
     if open_browser:
         webbrowser.open(address)
     config = uvicorn.Config(
-        app, log_level="warning", access_log=False, lifespan="off", server_header=False
+        app, log_level="warning", access_log=False, lifespan="on", server_header=False
     )
     server = uvicorn.Server(config)
     try:

@@ -1,13 +1,15 @@
 """What every page shares: the links it makes, a time as an age, the templates (Jinja2,
 every value escaped unless marked safe by shown.py or highlight.py), and the Site: where the
-store is, opening it for one request (UiReads: ReadOnlyStore's DBAPI connection, no
-SQLAlchemy, never a write, closed when the page is made, so a page shows the store as it is
-now).
+store is, reading it (UiReads: ReadOnlyStore's DBAPI connection, no SQLAlchemy, never a
+write, each statement its own transaction, so a page shows the store as it is now), and what
+is kept between pages.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -16,6 +18,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from jinja2 import Environment, FileSystemLoader
+from starlette.exceptions import HTTPException
 from starlette.responses import HTMLResponse
 
 from memstore.ui.health import Health, SecretScan
@@ -83,13 +86,52 @@ class Site:
         # The last health page's findings, and the store's mark they were made at.
         self.health: tuple[tuple[Any, ...], Health] | None = None
 
+        # On a server, one read-only connection per worker thread, kept between requests:
+        # each statement on it is a transaction of its own (autocommit), so a page still reads
+        # the store as it is now, without paying a connection per page. A SQLite file is
+        # opened per request: its reader may open it `immutable` (storage/sqlite/reader.py),
+        # which a connection kept open would read stale.
+        self._keep = isinstance(location, str)
+        self._local = threading.local()
+        self._opened: list[UiReads] = []
+        self._lock = threading.Lock()
+
     @contextmanager
     def reads(self) -> Iterator[UiReads]:
-        store = UiReads(self.location)
+        if not self._keep:
+            opened = UiReads(self.location)
+            try:
+                yield opened
+            finally:
+                opened.close()
+            return
+        store: UiReads | None = getattr(self._local, "store", None)
+        if store is None:
+            store = self._local.store = UiReads(self.location)
+            with self._lock:
+                self._opened.append(store)
         try:
             yield store
-        finally:
-            store.close()
+        except HTTPException:
+            raise  # a page refused, the connection is fine
+        except BaseException:
+            self._forget(store)  # a connection that failed is not used again
+            raise
+
+    def _forget(self, store: UiReads) -> None:
+        self._local.store = None
+        with self._lock:
+            if store in self._opened:
+                self._opened.remove(store)
+        store.close()
+
+    def close(self) -> None:
+        """Close every connection the worker threads opened (the server is stopping)."""
+        with self._lock:
+            opened, self._opened = self._opened, []
+        for store in opened:
+            with contextlib.suppress(Exception):  # a server gone already
+                store.close()
 
     def page(self, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
         return render(template, status_code, store_location=self.shown_location, **context)
