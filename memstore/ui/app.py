@@ -5,6 +5,8 @@ as a page, and the guard (guard.py) in front of all of them.
 from __future__ import annotations
 
 import contextlib
+import logging
+import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -20,6 +22,10 @@ from memstore.ui.guard import Guard
 from memstore.ui.site import Site
 
 STATIC = Path(__file__).parent / "static"
+# How long a stopping server waits for the health findings it is making.
+WARM_JOIN_S = 30
+
+log = logging.getLogger(__name__)
 
 
 Handler = Callable[[Site, Request], Response]
@@ -44,7 +50,12 @@ def build_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        # The health page's findings take a while on a large store (every event's hash,
+        # every memory scanned): made as the server starts, they are ready when asked for.
+        warming = threading.Thread(target=_warm, args=(site,), name="ui-health", daemon=True)
+        warming.start()
         yield
+        warming.join(timeout=WARM_JOIN_S)
         site.close()
 
     app = Starlette(
@@ -61,3 +72,10 @@ def build_app(
         exception_handlers={HTTPException: not_found},
     )
     return Guard(app, token=token, port=port)
+
+
+def _warm(site: Site) -> None:
+    try:
+        pages.health_findings(site)
+    except Exception as error:  # the page says it when asked; the server goes on
+        log.debug("health findings not made at start: %s", error)

@@ -18,6 +18,8 @@ from starlette.responses import Response
 from memstore.errors import RunNotFound
 from memstore.storage.search_terms import search_terms
 from memstore.storage.validation import MemoryType
+from memstore.ui.health import Health
+from memstore.ui.health import health as store_health
 from memstore.ui.highlight import Query, excerpt, marked
 from memstore.ui.reads import LastChange, Listed, UiReads
 from memstore.ui.runs import RunLine, kind, run_changes, undo_command
@@ -223,11 +225,16 @@ class Chosen:
 def health(site: Site, request: Request) -> Response:
     """The chain verified and every memory scanned: kept while the store's mark (reads.py)
     stays the same, and done again when asked (`?again=1`); the page says when."""
-    from memstore.ui.health import health as store_health
+    found = health_findings(site, again=bool(request.query_params.get("again")))
+    return site.page("health.html", health=found)
 
-    with site.reads() as reads:
+
+def health_findings(site: Site, *, again: bool = False) -> Health:
+    """The health page's findings, made at most once at a time (a second visit meanwhile
+    waits for them: the server starts making them as it starts, see app.py)."""
+    with site.health_lock, site.reads() as reads:
         mark = reads.health_mark()
         kept = site.health
-        if kept is None or kept[0] != mark or request.query_params.get("again"):
+        if again or kept is None or kept[0] != mark:
             kept = site.health = (mark, store_health(reads, site.secret_scan))
-    return site.page("health.html", health=kept[1])
+    return kept[1]

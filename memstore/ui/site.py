@@ -85,6 +85,7 @@ class Site:
         self.secret_scan = SecretScan()
         # The last health page's findings, and the store's mark they were made at.
         self.health: tuple[tuple[Any, ...], Health] | None = None
+        self.health_lock = threading.Lock()
 
         # On a server, one read-only connection per worker thread, kept between requests:
         # each statement on it is a transaction of its own (autocommit), so a page still reads
