@@ -173,6 +173,16 @@ def test_a_merged_memory_links_its_sources(client: TestClient, runs: dict[str, s
     assert "No live memory has this name" in source.text
 
 
+def test_a_renamed_memory_points_to_its_new_name(
+    database: Path | str, runs: dict[str, str], client: TestClient
+) -> None:
+    with MemoryStore(database, actor="test") as store:
+        store.update("tabs", new_name="indentation")
+    page = client.get("/memory/tabs").text
+    assert 'Renamed: it is now <a href="/memory/indentation">' in page
+    assert "+name: indentation" in parsed(page).diff_lines
+
+
 def test_an_unknown_memory_is_404(client: TestClient) -> None:
     page = client.get("/memory/nothing-here")
     assert page.status_code == 404

@@ -22,8 +22,9 @@ from memstore.ui.guard import Guard
 from memstore.ui.site import Site
 
 STATIC = Path(__file__).parent / "static"
-# How long a stopping server waits for the health findings it is making.
-WARM_JOIN_S = 30
+# How long a stopping server waits for the health findings it is making (a Ctrl-C must not
+# wait for a large store's; the thread is a daemon, and its connection is closed under it).
+WARM_JOIN_S = 5
 
 log = logging.getLogger(__name__)
 

@@ -7,6 +7,7 @@ template.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from memstore.errors import RunNotFound
+from memstore.storage.history_reader import EventView
 from memstore.storage.search_terms import search_terms
 from memstore.storage.validation import MemoryType
 from memstore.ui.health import Health
@@ -132,12 +134,14 @@ def memory(site: Site, request: Request) -> Response:
         names = reads.names(merged_ids)
         undone = reads.undone_by(list({e.run_id for e in events}))
         sources = reads.merged_sources(list({e.memory_id for e in events}))
+        renamed = _renamed_to(reads, name, events) if live is None else None
     entries = timeline(events, runs, names, undone)
     entries.reverse()  # newest first
     return site.page(
         "memory.html",
         name=name,
         live=live,
+        renamed=renamed,
         file=render_memory_file(live) if live is not None else None,
         entries=entries,
         sources=sources,
@@ -148,6 +152,15 @@ def memory(site: Site, request: Request) -> Response:
 RUNS_SHOWN = 200
 RUN_EVENTS_SHOWN = 100
 RECALL_LIMIT = 5
+
+
+def _renamed_to(reads: UiReads, name: str, events: Sequence[EventView]) -> str | None:
+    """The live memory's name that one which had `name` goes by now, if it was renamed."""
+    for event in reversed(events):
+        new = event.new_value or {}
+        if event.operation != "delete" and new.get("name") not in (None, name):
+            return str(new["name"]) if reads.find(str(new["name"])) is not None else None
+    return None
 
 
 def runs(site: Site, request: Request) -> Response:
