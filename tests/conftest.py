@@ -106,7 +106,7 @@ def semantic_model() -> Path:
 
 # What `pytest -m "not slow"` leaves out, for a quick loop: the tests whose point is the
 # costliest process boundary (SIGKILL at random moments, a wheel built and installed, many
-# writers and a server restart, real terminals). CI runs everything.
+# writers and a server restart, real terminals, a real browser). CI runs everything.
 SLOW_MODULES = frozenset(
     {
         "test_crash.py",
@@ -114,6 +114,7 @@ SLOW_MODULES = frozenset(
         "test_packaging.py",
         "test_concurrency.py",
         "test_test_servers.py",
+        "test_ui_browser.py",
     }
 )
 

@@ -26,7 +26,8 @@ ALLOWED = {
     "learning": {"recall", "llm", "files", "storage", "base"},
     "agent": {"learning", "recall", "llm", "files", "storage", "base"},
     "integrations": {"learning", "recall", "llm", "files", "storage", "base"},
-    "cli": {"integrations", "agent", "learning", "recall", "llm", "files", "storage", "base"},
+    "ui": {"recall", "llm", "files", "storage", "base"},
+    "cli": {"ui", "integrations", "agent", "learning", "recall", "llm", "files", "storage", "base"},
 }
 BASE = {"memstore.errors", "memstore.settings", "memstore.text", "memstore.limits"}
 # The Anthropic memory tool's handler subclasses the SDK's own base class: it is the SDK's

@@ -20,7 +20,17 @@ from memstore.storage.store import MemoryStore
 
 pytestmark = pytest.mark.both_engines
 
-HEAVY = {"sqlalchemy", "sqlmodel", "alembic", "anthropic", "pydantic"}
+# The ui extra's libraries too: only `memctl ui` imports them.
+HEAVY = {
+    "sqlalchemy",
+    "sqlmodel",
+    "alembic",
+    "anthropic",
+    "pydantic",
+    "starlette",
+    "uvicorn",
+    "jinja2",
+}
 # memctl's entry point, then the modules it loaded, on stderr's last line.
 SCRIPT = (
     "import json, sys\n"

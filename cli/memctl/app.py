@@ -17,7 +17,17 @@ import typer
 from typer.core import TyperGroup
 
 from memctl.coercion import plain_values_first
-from memctl.commands import audit, chat, claude, claude_learn, files, memories, semantic, server
+from memctl.commands import (
+    audit,
+    chat,
+    claude,
+    claude_learn,
+    files,
+    memories,
+    semantic,
+    server,
+    ui,
+)
 from memctl.context import State, err, fail, set_db
 from memctl.render import print_json
 from memstore.errors import MemstoreError, NoDatabase
@@ -118,6 +128,7 @@ app.command("copy")(server.copy_command)
 app.command("grant")(server.grant_command)
 app.command("mcp")(server.mcp)
 app.command("path")(server.path)
+app.command("ui")(ui.ui)
 app.command("hook")(claude.hook)
 app.add_typer(semantic.app, name="semantic")
 app.add_typer(claude.app, name="claude")
