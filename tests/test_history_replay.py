@@ -7,6 +7,7 @@ expects `--verify` to exit 1 naming the memory and what differs."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from pathlib import Path
@@ -149,3 +150,129 @@ def test_a_store_written_by_memstore_replays_as_its_rows(tmp_path: Path) -> None
         store.update("gone", description="Back again")
         report = store.history.verify()
     assert report.memories == 4 and report.events == 10
+
+
+def _runs(db: Path) -> list[tuple[str, str]]:
+    """(id, actor) of each run, in the chain's order."""
+    connection = sqlite3.connect(db)
+    runs = connection.execute("SELECT id, actor FROM run ORDER BY seq").fetchall()
+    connection.close()
+    return runs
+
+
+FORGED_RUN = (
+    "INSERT INTO run (id, actor, command, started_at) VALUES"
+    " ('f0f0f0f0f0f0f0f0', 'cli', 'memctl purge deploy', '2026-01-01T00:00:00.000000Z')"
+)
+
+
+@pytest.mark.parametrize(
+    ("statements", "expected"),
+    [
+        (["UPDATE run SET actor = 'mcp' WHERE seq = 2"], "does not match its hash on the runs'"),
+        (["UPDATE run SET actor = 'mcp' WHERE seq = 2"], "its actor is 'mcp' but its events say"),
+        (["UPDATE run SET session_id = 'other' WHERE seq = 1"], "does not match its hash"),
+        (["UPDATE run SET started_at = '2020-01-01' WHERE seq = 3"], "does not match its hash"),
+        (["UPDATE run SET undoes = 'f0f0' WHERE seq = 3"], "does not match its hash"),
+        (["UPDATE run SET identity = 'mallory' WHERE seq = 3"], "does not match its hash"),
+        ([FORGED_RUN], "run f0f0f0f0 (cli, started 2026-01-01T00:00:00.000000Z) is not on the"),
+        (
+            [FORGED_RUN, "UPDATE run SET seq = 9, hash = '" + "a" * 64 + "' WHERE actor = 'cli'"],
+            "run f0f0f0f0 (cli, started 2026-01-01T00:00:00.000000Z) is run 9 on the runs'"
+            " chain, after run 7: the runs between were removed",
+        ),
+        (["DELETE FROM run WHERE seq = 7"], "memory_purge names run "),
+        # A purge recorded by a run that never was.
+        (
+            [
+                FORGED_RUN,
+                "INSERT INTO memory_purge (run_id, memory_id, memory_name, events, purged_at)"
+                " VALUES ('f0f0f0f0f0f0f0f0', 1, 'deploy', 2, 'now')",
+            ],
+            "run f0f0f0f0 (cli, started 2026-01-01T00:00:00.000000Z) is not on the",
+        ),
+        (
+            ["UPDATE memory_event SET state = '" + "0" * 64 + "' WHERE id = 1"],
+            "event 1 (memory 'deploy', create): the row state it records is not the one",
+        ),
+    ],
+)
+def test_each_change_of_a_run_or_a_purge_is_named(
+    tmp_path: Path, memctl: MemctlRunner, statements: list[str], expected: str
+) -> None:
+    db = tmp_path / "m.db"
+    filled(db)
+    assert len(_runs(db)) == 7
+    drops = [
+        f"DROP TRIGGER {name}"
+        for name in ("run_no_update", "run_who_no_update", "run_chain_no_update", "run_no_delete")
+    ] + ["DROP TRIGGER memory_event_no_update", "DROP TRIGGER memory_event_state_no_update"]
+    tampered(db, *drops, *statements)
+    found = problems(memctl, db)
+    assert any(expected in problem for problem in found), found
+
+
+def test_runs_are_chained_as_they_are_written(tmp_path: Path, memctl: MemctlRunner) -> None:
+    db = tmp_path / "m.db"
+    filled(db)
+    connection = sqlite3.connect(db)
+    places = connection.execute("SELECT seq FROM run ORDER BY seq").fetchall()
+    assert places == [(n,) for n in range(1, 8)]
+    # A purge of a memory already deleted writes no event: its run alone records it.
+    with MemoryStore(db, actor="test", command="memctl purge gone") as store:
+        store.purge("gone")
+    (purges,) = connection.execute(
+        "SELECT count(*) FROM memory_purge AS p JOIN run AS r ON r.id = p.run_id WHERE r.seq = 8"
+    ).fetchone()
+    assert purges == 1
+    connection.close()
+    done = memctl("--db", str(db), "history", "--verify")
+    assert done.returncode == 0, done.stderr
+    assert ", 8 runs, 4 memories" in done.stdout
+    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+        tampered(db, "UPDATE run SET hash = NULL WHERE seq = 1")
+    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+        tampered(db, "UPDATE memory_event SET state = NULL WHERE id = 1")
+
+
+def test_a_purge_forged_with_the_right_markers_is_named(
+    tmp_path: Path, memctl: MemctlRunner
+) -> None:
+    """memory_purge lets a purge's markers past the triggers: a row added for a memory, its
+    events' values replaced by markers whose hashes are right, keeps the events' chain;
+    the runs' chain names the run that did not purge it."""
+    db = tmp_path / "m.db"
+    filled(db)
+    connection = sqlite3.connect(db)
+    events = connection.execute(
+        "SELECT id, old_value, new_value, run_id FROM memory_event WHERE memory_id = 1"
+    ).fetchall()
+    connection.close()
+
+    def marker(text: str | None) -> str | None:
+        if text is None:
+            return None
+        return json.dumps({"purged": "sha256:" + hashlib.sha256(text.encode()).hexdigest()})
+
+    run_id = events[-1][3]
+    tampered(
+        db,
+        "INSERT INTO memory_purge (run_id, memory_id, memory_name, events, purged_at)"
+        f" VALUES ('{run_id}', 1, 'deploy', 2, '2026-12-03T00:00:00.000000Z')",
+        *(
+            f"UPDATE memory_event SET old_value = {_quoted(marker(old))},"
+            f" new_value = {_quoted(marker(new))} WHERE id = {event_id}"
+            for event_id, old, new, _ in events
+        ),
+    )
+    found = problems(memctl, db)
+    assert not any(problem.startswith("event ") for problem in found), found
+    assert any(
+        problem.startswith(f"run {run_id[:8]} (test, started ")
+        and "does not match its hash on the runs' chain" in problem
+        for problem in found
+    ), found
+
+
+def _quoted(text: str | None) -> str:
+    return "NULL" if text is None else "'" + text.replace("'", "''") + "'"

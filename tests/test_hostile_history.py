@@ -150,7 +150,7 @@ def test_verify_finds_tampering_that_bypasses_the_triggers(
     db = tmp_path / "m.db"
     filled(db)
     code, out, err = verify(memctl, db)
-    assert code == 0 and out.startswith("history verified: 4 events, 2 memories"), err
+    assert code == 0 and out.startswith("history verified: 4 events, 4 runs, 2 memories"), err
     as_json = json.loads(memctl("--db", str(db), "history", "--verify", "--json").stdout)
     assert as_json["verified"] is True and as_json["events"] == 4
     assert out.rstrip().endswith(as_json["head"])

@@ -104,6 +104,25 @@ def event_hash(previous: str, event: ChainedEvent) -> str:
     return sha256(previous + json.dumps(fields, ensure_ascii=False, separators=(",", ":")))
 
 
+class ChainedRun(NamedTuple):
+    """What the runs' chain covers of a run (revision 0010): its columns, the command as its
+    SHA-256 (which a purge keeps), and the ids of the memories it purged."""
+
+    id: str
+    actor: str
+    command: str | None
+    started_at: str
+    session_id: str | None
+    undoes: str | None
+    identity: str | None
+    host: str | None
+
+
+def run_hash(previous: str, run: ChainedRun, purged: Iterable[int] = ()) -> str:
+    fields = [*run[:2], command_hash(run.command), *run[3:], sorted(purged)]
+    return sha256(previous + json.dumps(fields, ensure_ascii=False, separators=(",", ":")))
+
+
 def chained_events(who: bool = True) -> str:
     """The events with their run's command (and, unless `who` is False, as before revision
     0007, the run's identity and host), oldest first: what the chain is computed over."""
@@ -144,6 +163,9 @@ class ChainReport(NamedTuple):
     unseen: int = 0
     # Memories whose rows their events replayed gave (storage/verify.py).
     memories: int = 0
+    # Runs verified on the runs' chain, and those seen by their hash only (as `unseen`).
+    runs: int = 0
+    unseen_runs: int = 0
 
 
 def _tampered(event_id: int) -> HistoryTampered:

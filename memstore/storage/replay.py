@@ -21,11 +21,12 @@ from typing import Any, NamedTuple
 from memstore.storage import fields
 from memstore.storage.chain import is_purged
 from memstore.storage.records import MemoryRecord
+from memstore.storage.state import values_state_hash
 
 # Every event, as replay reads it, grouped by memory, oldest first.
 REPLAYED_EVENTS = """
 SELECT id, memory_id, memory_name, operation, created_at,
-       CAST(old_value AS TEXT), CAST(new_value AS TEXT)
+       CAST(old_value AS TEXT), CAST(new_value AS TEXT), state
 FROM memory_event ORDER BY memory_id, id
 """
 # Longest value a difference shows, as Python writes it (repr).
@@ -42,11 +43,13 @@ class ReplayedEvent(NamedTuple):
     created_at: str
     old: dict[str, Any] | None
     new: dict[str, Any] | None
+    # The hash of the row it left, as recorded (storage/state.py).
+    state: str | None
 
 
 def replayed_event(row: Any) -> ReplayedEvent:
     old, new = (None if text is None else json.loads(text) for text in row[5:7])
-    return ReplayedEvent(row[0], row[1], row[2], row[3], row[4], old, new)
+    return ReplayedEvent(row[0], row[1], row[2], row[3], row[4], old, new, row[7])
 
 
 @dataclass
@@ -64,6 +67,8 @@ class Replayed:
     # The events whose old value is not what the event before left (the history itself
     # does not hold together): (event id, operation).
     broken: list[tuple[int, str]] = field(default_factory=list)
+    # The events whose recorded row state is not the state they leave: (event id, operation).
+    misstated: list[tuple[int, str]] = field(default_factory=list)
 
     def apply(self, event: ReplayedEvent) -> None:
         before = self.values
@@ -84,6 +89,14 @@ class Replayed:
             self.values = event.new
             if event.operation == "restore":
                 self.deleted_at = None
+        if not _erased(self.values) and event.state != self.state_hash():
+            self.misstated.append((event.id, event.operation))
+
+    def state_hash(self) -> str:
+        """The hash of the row this replay gives, as its last event records it."""
+        return values_state_hash(
+            self.values or {}, self.version, self.created_at, self.updated_at, self.deleted_at
+        )
 
     def state(self) -> dict[str, Any]:
         """The row's values as history has them (a purged memory's: see `purged_state`)."""

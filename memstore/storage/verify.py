@@ -32,11 +32,12 @@ from memstore.storage.replay import (
     replay,
     replayed_event,
 )
+from memstore.storage.verify_runs import erased_without_purge, verify_runs
 
 if TYPE_CHECKING:
     from memstore.storage.dbapi import Connection
 
-# SQLite's triggers that keep history append-only (revisions 0001, 0005, 0007); a tool that
+# SQLite's triggers that keep history append-only (revisions 0001, 0005, 0007, 0010); a tool that
 # drops one can rewrite history unseen until the next verify.
 SQLITE_TRIGGERS = (
     "memory_event_no_update",
@@ -48,8 +49,10 @@ SQLITE_TRIGGERS = (
     "run_who_no_update",
     "memory_purge_no_update",
     "memory_purge_no_delete",
+    "run_chain_no_update",
+    "memory_event_state_no_update",
 )
-# PostgreSQL's (revisions 0005, 0007), each table's, enabled.
+# PostgreSQL's (revisions 0005, 0007, 0010), each table's, enabled.
 POSTGRES_TRIGGERS = (
     *(
         f"{table}_{trigger}"
@@ -57,6 +60,9 @@ POSTGRES_TRIGGERS = (
         for trigger in ("append_only", "no_delete", "no_truncate")
     ),
     "run_who",
+    "run_chain_fixed",
+    "memory_event_state_fixed",
+    "run_chain_append",
 )
 
 
@@ -65,6 +71,7 @@ def verify_history(connection: Connection) -> chain.ChainReport:
     difference found (`problems`, one line each) when anything does not hold."""
     problems: list[str] = []
     report = _event_chain(connection, problems)
+    runs, unseen_runs = verify_runs(connection, problems)
     memories = _replay_memories(connection, problems)
     problems += missing_triggers(connection)
     if problems:
@@ -73,7 +80,7 @@ def verify_history(connection: Connection) -> chain.ChainReport:
             + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
             problems,
         )
-    return report._replace(memories=memories)
+    return report._replace(memories=memories, runs=runs, unseen_runs=unseen_runs)
 
 
 def _event_chain(connection: Connection, problems: list[str]) -> chain.ChainReport:
@@ -120,6 +127,11 @@ def _replay_memories(connection: Connection, problems: list[str]) -> int:
                 f"event {event_id} (memory {replayed.name!r}, {operation}): its old value is"
                 " not the memory as the event before it left it"
             )
+        for event_id, operation in replayed.misstated:
+            problems.append(
+                f"event {event_id} (memory {replayed.name!r}, {operation}): the row state it"
+                " records is not the one its history gives (changed outside memstore)"
+            )
         row = rows.get(memory_id)
         if row is None:
             problems.append(
@@ -128,6 +140,8 @@ def _replay_memories(connection: Connection, problems: list[str]) -> int:
             )
             continue
         erased = memory_id in purged or is_purged(replayed.values)
+        if is_purged(replayed.values) and (line := erased_without_purge(replayed, purged)):
+            problems.append(line)
         problems += _row_differences(row, replayed, purged=erased)
     for memory_id in sorted(rows.keys() - replayed_ids):
         row = rows[memory_id]

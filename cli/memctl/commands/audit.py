@@ -261,6 +261,7 @@ def _verify(json: bool) -> None:
         )
     if json:
         print_json({"verified": True, "events": report.events, "unseen": report.unseen,
+                    "runs": report.runs, "unseen_runs": report.unseen_runs,
                     "memories": report.memories, "head": report.head})  # fmt: skip
         return
     unseen = (
@@ -269,8 +270,8 @@ def _verify(json: bool) -> None:
         else ""
     )
     print(
-        f"history verified: {report.events} events{unseen}, {report.memories} memories"
-        f" as their events replay, chain head {report.head}"
+        f"history verified: {report.events} events{unseen}, {report.runs} runs,"
+        f" {report.memories} memories as their events replay, chain head {report.head}"
     )
 
 

@@ -180,9 +180,11 @@ def _create_namespace(engine: Engine, url: str) -> None:
 # application role reads and writes memories but may only append to history.
 APPEND_ONLY = ("memory_event", "run", "memory_purge")
 # Tables of later revisions, granted when the store has them (a database granted before a
-# revision is granted by its upgrade): history's chain (0008), the search's word counts (0009).
+# revision is granted by its upgrade): history's chain (0008), the search's word counts (0009),
+# the runs' chain (0010).
 LATER_TABLES = {
     "event_chain": "SELECT, INSERT",
+    "run_chain": "SELECT, INSERT",
     "memory_fts_lexeme": "SELECT, INSERT, UPDATE, DELETE",
 }
 WRITABLE = (
