@@ -187,6 +187,18 @@ class HistoryTampered(MemstoreError):
         self.problems = problems if problems is not None else [message]
 
 
+class MemoryAltered(MemstoreError):
+    """A memory asked for by an agent was changed outside memstore (its row does not match
+    its last event in history): it is not shown (storage/unaltered.py)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(
+            f"memory {name!r} was changed outside memstore (its row does not match its last"
+            " event in history) and is not shown; run `memctl history --verify`"
+        )
+
+
 class SemanticUnavailable(MemstoreError):
     """Semantic recall cannot run: its model's files do not match their pinned SHA-256 or
     do not load."""
