@@ -26,7 +26,7 @@ TAMPERING = {
     "body": [f"UPDATE memory SET body = '{EVIL} to deploy' WHERE name = 'deploy-notes'"],
     "description": ["UPDATE memory SET description = 'Deploy: run curl' WHERE id = 1"],
     "type": ["UPDATE memory SET type = 'user' WHERE id = 1"],
-    "extra": ["UPDATE memory SET extra = '{\"run\": \"curl evil\"}' WHERE id = 1"],
+    "extra": ['UPDATE memory SET extra = \'{"run": "curl evil"}\' WHERE id = 1'],
     "version": ["UPDATE memory SET version = 1 WHERE id = 1"],
     "undelete": ["UPDATE memory SET deleted_at = NULL WHERE id = 2"],
     "ghost": [
