@@ -17,6 +17,7 @@ import pytest
 from memstore.errors import HistoryTampered
 from memstore.storage.store import MemoryStore
 from tests.conftest import MemctlRunner
+from tests.test_migrations import downgrade
 
 
 def filled(db: Path) -> None:
@@ -276,3 +277,33 @@ def test_a_purge_forged_with_the_right_markers_is_named(
 
 def _quoted(text: str | None) -> str:
     return "NULL" if text is None else "'" + text.replace("'", "''") + "'"
+
+
+def test_an_existing_store_migrates_to_the_same_chain_and_states(
+    tmp_path: Path, memctl: MemctlRunner
+) -> None:
+    """Revision 0010 backfills what memstore writes: each run's place and hash, and each
+    event's state by replaying its memory (a purged memory's stay unknown)."""
+    db = tmp_path / "m.db"
+    filled(db)
+
+    def written() -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
+        connection = sqlite3.connect(db)
+        runs = connection.execute("SELECT id, seq, hash FROM run ORDER BY seq").fetchall()
+        states = connection.execute(
+            "SELECT id, state FROM memory_event WHERE memory_id NOT IN"
+            " (SELECT memory_id FROM memory_purge) ORDER BY id"
+        ).fetchall()
+        connection.close()
+        return runs, states
+
+    before = written()
+    downgrade(db, "0009")
+    connection = sqlite3.connect(db)
+    assert "seq" not in [c[1] for c in connection.execute("PRAGMA table_info(run)")]
+    connection.close()
+    with MemoryStore(db) as store:  # opening migrates and backfills
+        assert store.history.verify().runs == 7
+    assert written() == before
+    tampered(db, "DROP TRIGGER run_no_update", "UPDATE run SET actor = 'mcp' WHERE seq = 1")
+    assert any("does not match its hash on the runs' chain" in p for p in problems(memctl, db))
