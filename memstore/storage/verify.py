@@ -35,7 +35,7 @@ from memstore.storage.replay import (
     replay,
     replayed_event,
 )
-from memstore.storage.verify_runs import erased_without_purge, verify_runs
+from memstore.storage.verify_runs import verify_runs
 
 if TYPE_CHECKING:
     from memstore.storage.dbapi import Connection
@@ -143,8 +143,11 @@ def _replay_memories(connection: Connection, problems: list[str]) -> int:
             )
             continue
         erased = memory_id in purged or is_purged(replayed.values)
-        if is_purged(replayed.values) and (line := erased_without_purge(replayed, purged)):
-            problems.append(line)
+        if is_purged(replayed.values) and memory_id not in purged:
+            problems.append(
+                f"memory {replayed.name!r} (#{memory_id}): its content is erased from history"
+                " but no purge records it (a purge forged outside memstore)"
+            )
         problems += _row_differences(row, replayed, purged=erased)
     for memory_id in sorted(rows.keys() - replayed_ids):
         row = rows[memory_id]

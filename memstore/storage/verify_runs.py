@@ -9,7 +9,7 @@ those they may not (another person's runs that wrote only that person's own memo
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from memstore.storage import chain
 from memstore.storage.backend import backend_of
@@ -99,13 +99,3 @@ def _run_problems(
             f" {sorted(others)[0]!r}"
         )
     return found
-
-
-def erased_without_purge(memory: Any, purged: set[int]) -> str | None:
-    """The line for a memory whose events were erased with no purge recorded for it."""
-    if memory.memory_id in purged:
-        return None
-    return (
-        f"memory {memory.name!r} (#{memory.memory_id}): its content is erased from history"
-        " but no purge records it (a purge forged outside memstore)"
-    )

@@ -269,8 +269,9 @@ def _verify(json: bool) -> None:
         if report.unseen
         else ""
     )
+    unseen_runs = f" (and {report.unseen_runs} by their hash only)" if report.unseen_runs else ""
     print(
-        f"history verified: {report.events} events{unseen}, {report.runs} runs,"
+        f"history verified: {report.events} events{unseen}, {report.runs} runs{unseen_runs},"
         f" {report.memories} memories as their events replay, chain head {report.head}"
     )
 
