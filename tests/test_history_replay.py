@@ -172,10 +172,23 @@ FORGED_RUN = (
     [
         (["UPDATE run SET actor = 'mcp' WHERE seq = 2"], "does not match its hash on the runs'"),
         (["UPDATE run SET actor = 'mcp' WHERE seq = 2"], "its actor is 'mcp' but its events say"),
-        (["UPDATE run SET session_id = 'other' WHERE seq = 1"], "does not match its hash"),
-        (["UPDATE run SET started_at = '2020-01-01' WHERE seq = 3"], "does not match its hash"),
+        (
+            ["UPDATE run SET session_id = 'other' WHERE seq = 1"],
+            "does not match its hash on the runs' chain: its session, start time, undo target",
+        ),
+        (
+            ["UPDATE run SET started_at = '2020-01-01' WHERE seq = 3"],
+            "(test, started 2020-01-01) does not match its hash on the runs' chain: its session,",
+        ),
         (["UPDATE run SET undoes = 'f0f0' WHERE seq = 3"], "does not match its hash"),
-        (["UPDATE run SET identity = 'mallory' WHERE seq = 3"], "does not match its hash"),
+        (
+            ["UPDATE run SET identity = 'mallory' WHERE seq = 3"],
+            "does not match its hash on the runs' chain: its command, identity or host were",
+        ),
+        (
+            ["UPDATE run SET command = 'memctl list' WHERE seq = 2"],
+            "does not match its hash on the runs' chain: its command, identity or host were",
+        ),
         ([FORGED_RUN], "run f0f0f0f0 (cli, started 2026-01-01T00:00:00.000000Z) is not on the"),
         (
             [FORGED_RUN, "UPDATE run SET seq = 9, hash = '" + "a" * 64 + "' WHERE actor = 'cli'"],

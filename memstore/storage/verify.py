@@ -73,8 +73,9 @@ def verify_history(connection: Connection) -> chain.ChainReport:
     """The chain's report and how many memories replayed; HistoryTampered with every
     difference found (`problems`, one line each) when anything does not hold."""
     problems: list[str] = []
-    report = _event_chain(connection, problems)
-    runs, unseen_runs = verify_runs(connection, problems)
+    broken_runs: set[str] | None = None if backend_of(connection).server else set()
+    report = _event_chain(connection, problems, broken_runs)
+    runs, unseen_runs = verify_runs(connection, problems, broken_runs)
     memories = _replay_memories(connection, problems)
     problems += missing_triggers(connection)
     if problems:
@@ -86,7 +87,11 @@ def verify_history(connection: Connection) -> chain.ChainReport:
     return report._replace(memories=memories, runs=runs, unseen_runs=unseen_runs)
 
 
-def _event_chain(connection: Connection, problems: list[str]) -> chain.ChainReport:
+def _event_chain(
+    connection: Connection, problems: list[str], broken_runs: set[str] | None
+) -> chain.ChainReport:
+    """The events' chain, event by event; the runs of the events that break it are added
+    to `broken_runs` (SQLite)."""
     if backend_of(connection).server:
         # A person on a server links what they see through the hashes of what they may not.
         try:
@@ -99,6 +104,8 @@ def _event_chain(connection: Connection, problems: list[str]) -> chain.ChainRepo
         event = chain.ChainedEvent(*row[:11], *row[12:14])
         stored = row[11]
         if stored != chain.event_hash(previous, event):
+            if broken_runs is not None:
+                broken_runs.add(event.run_id)
             problems.append(
                 f"event {event.id} (memory {event.memory_name!r}, {event.operation}) does not"
                 " match its hash on the chain: it, or the event before it, was changed,"

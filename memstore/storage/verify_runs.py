@@ -31,13 +31,45 @@ ORDER BY c.seq IS NULL, coalesce(c.seq, r.seq), r.started_at
 """
 
 
+# What a run's hash covers, and how much of it the events' chain covers too.
+_ANY = (
+    "its actor, command, session, start time, undo target, identity, host or the memories"
+    " it purged were changed outside memstore"
+)
+_NOT_IN_EVENTS = (
+    "its session, start time, undo target or the memories it purged were changed outside"
+    " memstore (its command, identity and host are as its events' hashes have them)"
+)
+_IN_EVENTS = (
+    "its command, identity or host were changed outside memstore (its events' hashes,"
+    " which cover them too, break)"
+)
+
+
+def _what_changed(
+    line: str, run: chain.ChainedRun, actors: dict[str, set[str]], broken: set[str] | None
+) -> str:
+    """A hash's line narrowed by the events' chain, where the run wrote events."""
+    if not line.endswith(_ANY) or broken is None or run.id not in actors:
+        return line
+    if run.id in broken:
+        return line.removesuffix(_ANY) + _IN_EVENTS
+    if actors[run.id] == {run.actor}:
+        return line.removesuffix(_ANY) + _NOT_IN_EVENTS
+    return line
+
+
 def _described(run: chain.ChainedRun) -> str:
     return f"run {run.id[:8]} ({run.actor}, started {run.started_at})"
 
 
-def verify_runs(connection: Connection, problems: list[str]) -> tuple[int, int]:
+def verify_runs(
+    connection: Connection, problems: list[str], broken_runs: set[str] | None = None
+) -> tuple[int, int]:
     """How many runs were verified, and how many were seen by their hash only; each
-    problem found appended to `problems`, a line each."""
+    problem found appended to `problems`, a line each. `broken_runs`: the runs of events
+    that do not match the events' chain, which covers a run's command, identity and host
+    too (None: not known)."""
     server = backend_of(connection).server
     purges: dict[str, list[int]] = {}
     for run_id, memory_id in connection.execute("SELECT run_id, memory_id FROM memory_purge"):
@@ -55,7 +87,8 @@ def verify_runs(connection: Connection, problems: list[str]) -> tuple[int, int]:
         run = chain.ChainedRun(*columns)
         seen.add(run.id)
         count += 1
-        problems += _run_problems(run, seq, on_chain, stored, previous, place, purges, actors)
+        found = _run_problems(run, seq, on_chain, stored, previous, place, purges, actors)
+        problems += [_what_changed(line, run, actors, broken_runs) for line in found]
         if seq is not None:
             previous, place = stored or "", seq
     for run_id in sorted(purges.keys() - seen):
@@ -87,11 +120,7 @@ def _run_problems(
         )
     expected = chain.run_hash(previous, run, purges.get(run.id, []))
     if stored != expected or on_chain != stored:
-        found.append(
-            f"{_described(run)} does not match its hash on the runs' chain: its actor,"
-            " command, session, start time, undo target, identity, host or the memories it"
-            " purged were changed outside memstore"
-        )
+        found.append(f"{_described(run)} does not match its hash on the runs' chain: {_ANY}")
     others = actors.get(run.id, {run.actor}) - {run.actor}
     if others:
         found.append(
