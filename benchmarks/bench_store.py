@@ -1,10 +1,13 @@
-"""Benchmarks for memstore on real SQLite and real files: import, export, search, start-up.
+"""Benchmarks for memstore on real SQLite and real files: import, export, search, verify,
+start-up.
 
 Not a test: it prints one line per figure, with its target, and never fails on time.
 
     .venv/bin/python benchmarks/bench_store.py           # full sizes (10,000 memories)
     .venv/bin/python benchmarks/bench_store.py --quick   # smaller sizes, for a quick look
     .venv/bin/python benchmarks/bench_store.py --startup # memctl's start-up only (1,000)
+
+`memctl history --verify` is timed over the 10,000 imported memories (target: 2 s).
 
 Every phase opens its database with MemoryStore before the clock starts, so migrations are
 never part of a timed figure.
@@ -280,6 +283,32 @@ def bench_search(db: Path, corpus: list[list[str]], queries: int) -> None:
     report(f"search p95 at {count:,} memories", p95, "ms", None, f"max {timings_ms[-1]:.2f} ms")
 
 
+def bench_verify(db: Path, count: int, runs: int) -> None:
+    """`memctl history --verify` over the imported store, a tenth of its memories edited
+    once more (their events replayed too): the chain, the runs' chain and every row."""
+    with (
+        MemoryStore(db, actor="bench", command="bench_store edit") as store,
+        store.transaction() as tx,
+    ):
+        for memory in tx.memories()[: count // 10]:
+            tx.update(memory, body=memory.body + " (edited)")
+    with MemoryStore(db, actor="bench") as store:
+        start = time.perf_counter()
+        verified = store.history.verify()
+        elapsed = time.perf_counter() - start
+    report(
+        f"verify {count:,} memories in-process",
+        elapsed,
+        "s",
+        2.0,
+        f"{verified.events:,} events, {verified.runs} runs",
+    )
+    env = {**os.environ, "MEMSTORE_DB": str(db)}
+    command = [*memctl_command(), "history", "--verify"]
+    times = [wall_time(command, env) for _ in range(runs)]
+    report(f"memctl history --verify, {count:,} memories", statistics.median(times), "s", 2.0)
+
+
 def memctl_command() -> list[str]:
     script = Path(sys.executable).parent / "memctl"
     if script.exists():
@@ -431,6 +460,7 @@ def main() -> None:
             corpus = bench_import(work, count, db)
             bench_export(work, count, db)
             bench_search(db, corpus, queries)
+            bench_verify(db, count, min(runs, 3))
         bench_startup(work, startup_count, runs)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -196,7 +196,24 @@ class ConsolidationSkipped(MemstoreError):
 
 
 class HistoryTampered(MemstoreError):
-    """The history's hash chain does not verify: it was edited outside memstore."""
+    """The history does not verify (its hash chain, or the rows its events replay to):
+    the database was edited outside memstore. `problems`: every difference, a line each."""
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems if problems is not None else [message]
+
+
+class MemoryAltered(MemstoreError):
+    """A memory asked for by an agent was changed outside memstore (its row does not match
+    its last event in history): it is not shown (storage/unaltered.py)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(
+            f"memory {name!r} was changed outside memstore (its row does not match its last"
+            " event in history) and is not shown; run `memctl history --verify`"
+        )
 
 
 class SemanticUnavailable(MemstoreError):

@@ -135,13 +135,13 @@ def _delete_last(connection: sqlite3.Connection) -> None:
 @pytest.mark.parametrize(
     ("tamper", "where"),
     [
-        (_edit_value, "at event 2"),
-        (_edit_actor, "at event 2"),
-        (_delete_middle, "at event 3"),
-        (_insert_forged, "at event 5"),
-        (_edit_command, "at event 1"),
-        (_fake_purge, "at event 3"),
-        (_delete_last, "memory 'second' is at version 2 but history holds 1"),
+        (_edit_value, "event 2 (memory 'second', create) does not match its hash"),
+        (_edit_actor, "event 2 (memory 'second', create) does not match its hash"),
+        (_delete_middle, "event 3 (memory 'first', update) does not match its hash"),
+        (_insert_forged, "event 5 (memory 'first', delete) does not match its hash"),
+        (_edit_command, "event 1 (memory 'first', create) does not match its hash"),
+        (_fake_purge, "event 3 (memory 'first', update) does not match its hash"),
+        (_delete_last, "memory 'second' (#2): version is 2 in its row, 1 in its history"),
     ],
 )
 def test_verify_finds_tampering_that_bypasses_the_triggers(
@@ -150,17 +150,19 @@ def test_verify_finds_tampering_that_bypasses_the_triggers(
     db = tmp_path / "m.db"
     filled(db)
     code, out, err = verify(memctl, db)
-    assert code == 0 and out.startswith("history verified: 4 events, chain head "), err
+    assert code == 0 and out.startswith("history verified: 4 events, 4 runs, 2 memories"), err
     as_json = json.loads(memctl("--db", str(db), "history", "--verify", "--json").stdout)
     assert as_json["verified"] is True and as_json["events"] == 4
     assert out.rstrip().endswith(as_json["head"])
     tamper(plain(db))
     code, out, err = verify(memctl, db)
     assert code == 1 and out == ""
-    assert err.startswith("memctl: error: history does not verify") and where in err
-    assert len(err.splitlines()) == 1
+    *found, last = err.splitlines()
+    assert any(line.startswith(f"history: {where}") for line in found), found
+    assert last.startswith("memctl: error: history does not verify: ")
     tampered = memctl("--db", str(db), "history", "--verify", "--json")
-    assert tampered.returncode == 1 and tampered.stdout == ""
+    problems = json.loads(tampered.stdout)["problems"]
+    assert tampered.returncode == 1 and any(p.startswith(where) for p in problems)
 
 
 def test_purge_erases_content_and_keeps_every_event(tmp_path: Path, memctl: MemctlRunner) -> None:
@@ -224,8 +226,8 @@ def test_purge_erases_content_and_keeps_every_event(tmp_path: Path, memctl: Memc
     for path in db.parent.glob("memstore.db*"):
         content = path.read_bytes()
         assert b"AKIA2E0A8F3B244C9986" not in content and b"zebra" not in content, path
-    code, out, _ = verify(memctl, db)
-    assert code == 0 and out.startswith("history verified: 4 events")
+    code, out, err = verify(memctl, db)
+    assert code == 0 and out.startswith("history verified: 4 events"), err
     shown = memctl("history", "leak")
     assert shown.stdout.count("content purged") == 3
 

@@ -240,6 +240,7 @@ def test_the_team_statistics_are_the_databases(server: Server, carol: MemoryStor
         "UPDATE memory_fts_stats SET documents = 1000000",
         "DELETE FROM memory_fts_stats",
         "INSERT INTO event_chain VALUES (99, 'x', 'y')",
+        "INSERT INTO run_chain VALUES (99, 'x', 'y')",
     ):
         assert "permission denied for table" in refused(server.carol, statement), statement
     for statement in (
@@ -258,6 +259,7 @@ def test_the_team_statistics_are_the_databases(server: Server, carol: MemoryStor
         ("memstore_fts_shared", "memory_id integer, document tsvector, words integer,"
          " private_to text"),
         ("memstore_chain_append", "id integer, run_id text, hash text"),
+        ("memstore_run_chain_append", "seq integer, id text, hash text"),
     ):  # fmt: skip
         assert (
             refused(

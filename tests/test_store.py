@@ -186,7 +186,7 @@ def test_who_made_a_run_is_append_only_and_in_the_chain(store: MemoryStore) -> N
         else:
             connection.execute("ALTER TABLE run DISABLE TRIGGER USER")
         connection.execute("UPDATE run SET identity = 'mallory'")
-    with pytest.raises(HistoryTampered, match="at event 1"):
+    with pytest.raises(HistoryTampered, match=r"event 1\W"):
         store.history.verify()
 
 

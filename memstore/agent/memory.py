@@ -104,7 +104,9 @@ class AgentMemory:
                 semantic=self.semantic,
             )
             found = (self.store.find(name) for name in chosen.names)
-            return TurnRecall(chosen, memories_block([m for m in found if m is not None]))
+            # A memory changed outside memstore is left out (a line on stderr names it).
+            shown = self.store.unaltered(m for m in found if m is not None)
+            return TurnRecall(chosen, memories_block(shown))
         except (MemstoreError, RecursionError, ValueError, TypeError) as error:
             log.warning("recall failed, no memories this turn: %s: %s", type(error).__name__, error)
             return TurnRecall(Recall([], RecallPath.NONE, reason=f"recall failed: {error}"), "")

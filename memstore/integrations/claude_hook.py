@@ -32,6 +32,7 @@ from memstore.recall.keyword import keyword_recall
 from memstore.settings import Settings
 from memstore.storage.postgres.server import server_error
 from memstore.storage.reader import StoreReader
+from memstore.storage.records import MemorySummary
 from memstore.storage.workspace import Workspace, locate
 
 log = logging.getLogger(__name__)
@@ -205,8 +206,9 @@ def _relevant_memories(reader: StoreReader, event: dict[str, Any]) -> str:
     # The text recall is given for a chat turn of this one message: stripped, its end kept.
     text = recent_user_text([{"role": "user", "content": prompt}])
     hits = keyword_recall(reader, text, RECALL_LIMIT)
+    # A memory changed outside memstore is left out, a line on stderr naming it.
     block = memories_block(
-        [hit.memory for hit in hits],
+        reader.unaltered(hit.memory for hit in hits),
         compact=True,
         memory_max_bytes=MEMORY_MAX_BYTES,
         block_max_bytes=CONTEXT_MAX_BYTES,
@@ -217,7 +219,7 @@ def _relevant_memories(reader: StoreReader, event: dict[str, Any]) -> str:
 def _index(reader: StoreReader, _event: dict[str, Any]) -> str:
     from memstore.files.format import render_index  # loads YAML, which a prompt's need not
 
-    summaries = reader.summaries()
+    summaries = _unaltered_index(reader)
     if not summaries:
         return ""
     # Escaping makes the text longer (< is &lt;): the index is cut to what fits escaped.
@@ -226,6 +228,24 @@ def _index(reader: StoreReader, _event: dict[str, Any]) -> str:
     )
     index = _escaped_index(rendered)
     return f"{INDEX_HEADER}\n<memory_index>\n{index}\n</memory_index>"
+
+
+def _unaltered_index(reader: StoreReader) -> list[MemorySummary]:
+    """The live memories for the index, those changed outside memstore left out: only the
+    lines the index can show are checked (a hash each), in its order, not every memory."""
+    from memstore.files.format import INDEX_MAX_LINES, TYPE_ORDER
+
+    ordered = sorted(
+        reader.summaries(), key=lambda s: (TYPE_ORDER.get(s.type, len(TYPE_ORDER)), s.name)
+    )
+    kept: list[MemorySummary] = []
+    start = 0
+    while start < len(ordered) and len(kept) < INDEX_MAX_LINES:
+        window = ordered[start : start + INDEX_MAX_LINES - len(kept)]
+        sound = reader.unaltered_names([summary.name for summary in window])
+        kept += [summary for summary in window if summary.name in sound]
+        start += len(window)
+    return kept + ordered[start:]
 
 
 def _escaped_index(rendered: str) -> str:

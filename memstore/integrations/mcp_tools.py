@@ -15,7 +15,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from pydantic import Field
 
-from memstore.errors import MemstoreError
+from memstore.errors import MemoryAltered, MemstoreError
 from memstore.files.format import INDEX_MAX_LINES, render_index, render_memory_file
 from memstore.integrations.door import Door, LazyDoor
 from memstore.integrations.mcp_arguments import (
@@ -48,7 +48,7 @@ from memstore.llm.messages import recent_user_text
 from memstore.recall.fusion import offline_recall
 from memstore.recall.turn import RecallPath
 from memstore.recall.vectors import SemanticIndex
-from memstore.storage.models import MemoryRecord, MemoryType
+from memstore.storage.models import MemoryRecord, MemorySummary, MemoryType
 from memstore.storage.search_terms import search_terms
 from memstore.storage.store import MemoryStore
 from memstore.storage.validation import (
@@ -57,6 +57,7 @@ from memstore.storage.validation import (
     check_body,
     check_description,
     check_name,
+    check_type,
     name_from_text,
 )
 from memstore.text import show_hidden
@@ -137,6 +138,8 @@ class MemoryTools:
         if self._semantic is None:
             self._semantic = SemanticIndex(store, background=True)
         hits, semantic_used = offline_recall(store, text, limit, semantic=self._semantic)
+        sound = {memory.id for memory in store.unaltered(hit.memory for hit in hits)}
+        hits = [hit for hit in hits if hit.memory.id in sound]
         path = RecallPath.KEYWORD_AND_SEMANTIC if semantic_used else RecallPath.KEYWORD
         return RecallResult(
             path=path.value,
@@ -178,7 +181,9 @@ class MemoryTools:
         store = self.existing_store()
         if store is None:
             return SearchResult(hits=[], note=NOTHING_YET)
-        hits = store.search(query, limit, type)
+        found = store.search(query, limit, type)
+        sound = {memory.id for memory in store.unaltered(hit.memory for hit in found)}
+        hits = [hit for hit in found if hit.memory.id in sound]
         return SearchResult(
             hits=[
                 SearchHitResult(
@@ -195,7 +200,7 @@ class MemoryTools:
     async def show(self, name: Name) -> ShownMemory:
         """One memory in full: its fields, its version (give it to `update` to make sure
         nobody changed it meanwhile) and its canonical file text (.memory/<name>.md)."""
-        return ShownMemory.of_record(self.store.get(check_name(name)))
+        return ShownMemory.of_record(self._unaltered(self.store.get(check_name(name))))
 
     async def list_memories(
         self,
@@ -209,7 +214,7 @@ class MemoryTools:
         as data), and how many there are. Use it to see what is remembered; `search` finds
         one among many, `show` reads one in full."""
         store = self.existing_store()
-        summaries = store.summaries(type) if store is not None else []
+        summaries = _summaries(store, type)
         return ListResult(
             memories=[MemoryListing.of(summary) for summary in summaries[:limit]],
             count=len(summaries),
@@ -340,6 +345,12 @@ class MemoryTools:
         result.version = None
         return result
 
+    def _unaltered(self, memory: MemoryRecord) -> MemoryRecord:
+        """`memory`, unless it was changed outside memstore (MemoryAltered)."""
+        if not self.store.unaltered([memory]):
+            raise MemoryAltered(memory.name)
+        return memory
+
     def _changed(self, memory: MemoryRecord, run_id: str, note: str) -> ChangeResult:
         failure = self.open(create=False).export_failure
         if failure is not None:
@@ -352,15 +363,28 @@ class MemoryTools:
 
     async def index(self) -> str:
         """The MEMORY.md index: one line per memory, name and description."""
-        store = self.existing_store()
-        return show_hidden(render_index(store.summaries() if store is not None else []))
+        return show_hidden(render_index(_summaries(self.existing_store())))
 
     async def memory_file(self, name: str) -> str:
         """A memory's canonical file text (.memory/<name>.md)."""
         try:
-            return show_hidden(render_memory_file(self.store.get(check_name(name))))
+            memory = self._unaltered(self.store.get(check_name(name)))
+            return show_hidden(render_memory_file(memory))
         except MemstoreError as error:
             raise ResourceNotFoundError(str(error)) from None
+
+
+def _summaries(store: MemoryStore | None, type: str | None = None) -> list[MemorySummary]:
+    """The listing of the live memories (of `type`) an agent is shown: those changed outside
+    memstore left out."""
+    if store is None:
+        return []
+    checked = None if type is None else check_type(type)
+    return [
+        MemorySummary(m.name, m.type, m.description)
+        for m in store.unaltered_all()
+        if checked is None or m.type == checked
+    ]
 
 
 def _name_for(description: str) -> str:

@@ -46,6 +46,7 @@ from anyio import to_thread
 
 from memstore.errors import (
     InvalidMemory,
+    MemoryAltered,
     MemoryExists,
     MemstoreError,
     NoDatabase,
@@ -115,8 +116,11 @@ class MemstoreMemoryTool(BetaAbstractMemoryTool):
         with _refusals():
             store = self._doors.existing_store()
             if name is None:
-                return listing(path, store.memories() if store is not None else [])
+                return listing(path, store.unaltered_all() if store is not None else [])
             memory = store.find(name) if store is not None else None
+            # A memory changed outside memstore is not shown (a line on stderr names it).
+            if memory is not None and store is not None and not store.unaltered([memory]):
+                raise MemoryAltered(memory.name)
         if memory is None:
             raise _no_such_file(path)
         lines = render_memory_file(memory).split("\n")[:-1]  # the file ends with a newline

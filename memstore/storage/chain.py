@@ -104,6 +104,25 @@ def event_hash(previous: str, event: ChainedEvent) -> str:
     return sha256(previous + json.dumps(fields, ensure_ascii=False, separators=(",", ":")))
 
 
+class ChainedRun(NamedTuple):
+    """What the runs' chain covers of a run (revision 0010): its columns, the command as its
+    SHA-256 (which a purge keeps), and the ids of the memories it purged."""
+
+    id: str
+    actor: str
+    command: str | None
+    started_at: str
+    session_id: str | None
+    undoes: str | None
+    identity: str | None
+    host: str | None
+
+
+def run_hash(previous: str, run: ChainedRun, purged: Iterable[int] = ()) -> str:
+    fields = [*run[:2], command_hash(run.command), *run[3:], sorted(purged)]
+    return sha256(previous + json.dumps(fields, ensure_ascii=False, separators=(",", ":")))
+
+
 def chained_events(who: bool = True) -> str:
     """The events with their run's command (and, unless `who` is False, as before revision
     0007, the run's identity and host), oldest first: what the chain is computed over."""
@@ -142,6 +161,11 @@ class ChainReport(NamedTuple):
     # Events of other people's own memories (PostgreSQL's row-level security hides them):
     # chained by the hash event_chain holds, their content not checked.
     unseen: int = 0
+    # Memories whose rows their events replayed gave (storage/verify.py).
+    memories: int = 0
+    # Runs verified on the runs' chain, and those seen by their hash only (as `unseen`).
+    runs: int = 0
+    unseen_runs: int = 0
 
 
 def _tampered(event_id: int) -> HistoryTampered:
@@ -160,7 +184,7 @@ def _verify_events(connection: Connection) -> ChainReport:
     return ChainReport(count, head)
 
 
-def _verify_through_hidden(connection: Connection) -> ChainReport:
+def verify_through_hidden(connection: Connection) -> ChainReport:
     """The chain as a person on a server sees it: each event they may read is recomputed
     from its content and the hash before it; one they may not read is a link whose hash
     event_chain holds, trusted as such (its owner, or a superuser, verifies its content)."""
@@ -182,7 +206,7 @@ def verify(connection: Connection) -> ChainReport:
     On PostgreSQL a person verifies what they may see, linked through event_chain's hashes
     of what they may not (`unseen`)."""
     server = backend_of(connection).server
-    report = (_verify_through_hidden if server else _verify_events)(connection)
+    report = (verify_through_hidden if server else _verify_events)(connection)
     # Every change of a memory bumps its version and writes one event: a memory whose
     # version disagrees with its events lost (or gained) events at the end of the chain.
     mismatch = connection.execute(

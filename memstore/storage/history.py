@@ -135,10 +135,13 @@ class History:
         return [dict(row) for row in reversed(rows)]
 
     def verify(self) -> chain.ChainReport:
-        """Recompute the history's hash chain; HistoryTampered says where it breaks."""
+        """Recompute the history's hash chain and replay every memory's events against its
+        row (storage/verify.py); HistoryTampered names every difference."""
+        from memstore.storage.verify import verify_history
+
         backend = backend_of_sql(self.engine)
         with backend.dbapi_connection(self.engine) as connection:
-            return chain.verify(connection)
+            return verify_history(connection)
 
     def _events(self, query: Select[Any]) -> list[MemoryEvent]:
         with self.engine.connect() as connection:

@@ -107,6 +107,7 @@ class EventRecord:
     created_at: str
     merged_into: int | None
     hash: str | None
+    state: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +122,8 @@ class RunRecord:
     undoes: str | None
     identity: str | None
     host: str | None
+    seq: int | None
+    hash: str | None
 
 
 EVENT_COLUMNS = tuple(field.name for field in fields(EventRecord))

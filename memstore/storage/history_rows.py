@@ -15,6 +15,11 @@ from memstore.storage.models import Operation, memory_event_table, run_table
 _EVENTS = memory_event_table.c
 # A column of the last event of a server's history chain.
 _LAST_CHAINED = "SELECT {} FROM event_chain ORDER BY id DESC LIMIT 1"
+# Who is writing, and the place and hash of the last run on a server's runs' chain.
+_LAST_RUN_ON_SERVER = (
+    "SELECT current_user, (SELECT seq FROM run_chain ORDER BY seq DESC LIMIT 1),"
+    " (SELECT hash FROM run_chain ORDER BY seq DESC LIMIT 1)"
+)
 
 
 class PendingEvent(NamedTuple):
@@ -26,20 +31,38 @@ class PendingEvent(NamedTuple):
     old: dict[str, Any] | None
     new: dict[str, Any] | None
     merged_into: int | None = None
+    # The hash of the row as this event leaves it (storage/state.py).
+    state: str | None = None
 
 
 def write_run(
-    connection: Connection, run: dict[str, Any], *, with_last_event: bool = False
+    connection: Connection,
+    run: dict[str, Any],
+    *,
+    purged: list[int] | None = None,
+    with_last_event: bool = False,
 ) -> tuple[str | None, str | None, tuple[Any, Any] | None]:
-    """Write the run's row (`run`: its columns but identity and host); its identity and
-    host as stored (the chain covers them) and, on a server when asked, the id and hash of
-    the chain's last event, read by the same statement (event_chain: every event's, even
-    those this role cannot see)."""
+    """Write the run's row (`run`: its columns but identity, host and its place on the
+    runs' chain; `purged`: the memories it purges); its identity and host as stored (the
+    chain covers them) and, on a server when asked, the id and hash of the chain's last
+    event, read by the same statement (event_chain: every event's, even those this role
+    cannot see)."""
     on_server = backend_of_sql(connection).server
     row = {**run, "host": who.host()}
-    # PostgreSQL's trigger sets the connecting role; SQLite has none: the OS user.
-    if not on_server:
+    if on_server:
+        # PostgreSQL's trigger sets the connecting role; run_chain holds every run's place,
+        # even those this role cannot see.
+        row["identity"], last_seq, last_hash = connection.exec_driver_sql(_LAST_RUN_ON_SERVER).one()
+    else:  # SQLite has no roles: the OS user
         row["identity"] = who.os_user()
+        runs = run_table.c
+        last = connection.execute(
+            select(runs.seq, runs.hash).where(runs.seq.is_not(None)).order_by(runs.seq.desc())
+        ).first()
+        last_seq, last_hash = last if last is not None else (None, None)
+    row["seq"] = (last_seq or 0) + 1
+    content = chain.ChainedRun._make(row.get(name) for name in chain.ChainedRun._fields)
+    row["hash"] = chain.run_hash(last_hash or chain.GENESIS, content, purged or [])
     returned: list[ColumnElement[Any]] = [run_table.c.identity, run_table.c.host]
     if with_last_event and on_server:
         returned += [
@@ -86,9 +109,11 @@ def chained_events(
             "merged_into": event.merged_into,
             "old_value": event.old,
             "new_value": event.new,
+            "state": event.state,
         }
+        values = {key: value for key, value in row.items() if key != "state"}
         stored = chain.ChainedEvent(
-            **{**row, "old_value": to_json(event.old), "new_value": to_json(event.new)},
+            **{**values, "old_value": to_json(event.old), "new_value": to_json(event.new)},
             command=command,
             identity=identity,
             host=host,

@@ -94,6 +94,10 @@ class Run(SQLModel, table=True):
     # which the database sets whatever the client sends; on SQLite the OS user. And where.
     identity: str | None = None
     host: str | None = None
+    # The runs' chain (revision 0010, storage/chain.py: run_hash): its place, and the SHA-256
+    # of the hash before it and this run's columns.
+    seq: int | None = Field(default=None, index=True, unique=True)
+    hash: str | None = None
 
 
 class MemoryEvent(SQLModel, table=True):
@@ -114,6 +118,9 @@ class MemoryEvent(SQLModel, table=True):
     merged_into: int | None = None
     # The hash chain (memstore/storage/chain.py): SHA-256 of the previous event's hash and this one.
     hash: str | None = None
+    # The hash of the memory's row as this event left it (storage/state.py): what a reader
+    # compares a row with before showing it.
+    state: str | None = None
 
 
 class MemoryPurge(SQLModel, table=True):

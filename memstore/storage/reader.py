@@ -8,7 +8,7 @@ prompt (keyword recall's, and the index's), where importing the ORM would cost m
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +79,26 @@ def ranked_records(
     return [(record_from_row(values), -float(score)) for *values, score in rows]
 
 
+def unaltered_records(
+    connection: Connection, names: Sequence[str] | None = None
+) -> list[MemoryRecord]:
+    """The live memories (of these `names`) whose rows match their last event, by name
+    (storage/unaltered.py: a line on stderr for each left out)."""
+    from memstore.storage.unaltered import LIVE_WITH_STATES, kept
+
+    if names is None:
+        rows = connection.execute(LIVE_WITH_STATES.format(names="")).fetchall()
+    else:
+        rows = []
+        for start in range(0, len(names), _IDS_PER_QUERY):
+            chunk = tuple(names[start : start + _IDS_PER_QUERY])
+            marks = ", ".join([backend_of(connection).mark] * len(chunk))
+            query = LIVE_WITH_STATES.format(names=f" AND m.name IN ({marks})")
+            rows += connection.execute(query, chunk).fetchall()
+    records = ((record_from_row(row[:-1]), row[-1]) for row in rows)
+    return [record for record, recorded in records if kept(record, recorded)]
+
+
 class StoreReader:
     """What keyword recall and the index ask of a store, read without SQLAlchemy. The
     database must exist (NoDatabase: nothing is created) and be up to date (StoreUnavailable,
@@ -125,3 +145,19 @@ class StoreReader:
     def summaries(self) -> list[MemorySummary]:
         """Name, type and description of the live memories, by name."""
         return live_summaries(self._connection)
+
+    def unaltered(self, memories: Iterable[MemoryRecord]) -> list[MemoryRecord]:
+        """`memories` without those changed outside memstore (storage/unaltered.py), to be
+        shown to an agent; a line on stderr for each left out."""
+        from memstore.storage.unaltered import unaltered
+
+        return unaltered(self._connection, memories)
+
+    def unaltered_names(self, names: Sequence[str]) -> set[str]:
+        """Which of these live memories match their last event (a line on stderr for each
+        that does not)."""
+        return {memory.name for memory in unaltered_records(self._connection, names)}
+
+    def unaltered_all(self) -> list[MemoryRecord]:
+        """The live memories that match their last event, by name."""
+        return unaltered_records(self._connection)

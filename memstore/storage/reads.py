@@ -7,7 +7,7 @@ there at the schema this code expects: importing the ORM would be most of their 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -66,6 +66,15 @@ class MemoryReads(Protocol):
 
     def by_ids(self, ids: Sequence[int]) -> dict[int, MemoryRecord]:
         """The live memories of these ids, by id."""
+        ...
+
+    def unaltered(self, memories: Iterable[MemoryRecord]) -> list[MemoryRecord]:
+        """`memories` without those whose row does not match its last event (changed outside
+        memstore), to be shown to an agent; a line on stderr for each left out."""
+        ...
+
+    def unaltered_all(self) -> list[MemoryRecord]:
+        """The live memories that match their last event, by name."""
         ...
 
     @property

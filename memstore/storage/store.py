@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple, ParamSpec, TypeVar, cast
@@ -30,10 +30,11 @@ from memstore.storage.models import (
     utc_now,
 )
 from memstore.storage.query import ReadOnlyQuery
-from memstore.storage.reader import live_records, live_summaries, rank_ids
+from memstore.storage.reader import live_records, live_summaries, rank_ids, unaltered_records
 from memstore.storage.reads import live_count, live_memories, live_memory, search_hits
 from memstore.storage.records import SearchHit
 from memstore.storage.transaction import WriteTransaction
+from memstore.storage.unaltered import unaltered
 from memstore.storage.validation import check_type
 
 # A read the server cut (a restart) waits this long for it to take connections again, then
@@ -272,6 +273,17 @@ class MemoryStore:
         """The live memories of these ids, by id."""
         with self._dbapi() as connection:
             return live_records(connection, ids)
+
+    def unaltered(self, memories: Iterable[MemoryRecord]) -> list[MemoryRecord]:
+        """`memories` without those changed outside memstore (storage/unaltered.py), to be
+        shown to an agent; a line on stderr for each left out."""
+        with self._dbapi() as connection:
+            return unaltered(connection, memories)
+
+    def unaltered_all(self) -> list[MemoryRecord]:
+        """The live memories that match their last event, by name."""
+        with self._dbapi() as connection:
+            return unaltered_records(connection)
 
     # -- semantic recall's vectors: derived data, like the FTS index, not history ------------
 

@@ -33,6 +33,7 @@ from memstore.storage.models import (
     memory_table,
 )
 from memstore.storage.purge import erase_purged, is_purged
+from memstore.storage.state import state_hash
 from memstore.storage.validation import check_name, refuse_secrets, with_suffix
 
 # The most memory ids a transaction takes from the server's sequence at once.
@@ -327,7 +328,11 @@ class WriteTransaction:
         self._changed[memory.id] = memory
         old = None if before is None or operation is Operation.RESTORE else before.snapshot()
         new = None if operation is Operation.DELETE else memory.snapshot()
-        self.events.append(PendingEvent(memory.id, memory.name, operation, old, new, merged_into))
+        self.events.append(
+            PendingEvent(
+                memory.id, memory.name, operation, old, new, merged_into, state_hash(memory)
+            )
+        )
         return memory
 
     def write(self) -> None:
@@ -393,7 +398,7 @@ class WriteTransaction:
             "session_id": self.session_id,
             "undoes": self.undoes,
         }
-        return write_run(self.connection, run, with_last_event=with_last_event)
+        return write_run(self.connection, run, purged=self._purged, with_last_event=with_last_event)
 
     def _erase_purged(self) -> None:
         """The purge's rewrites, after its delete events are written (storage/purge.py)."""

@@ -22,9 +22,10 @@ server guarantees").
   `user` memories', private under row-level security) by memory_fts_total as that role. A
   statement of anyone else writing a team's row is refused, and the application role loses
   every write on memory_fts_stats.
-- event_chain (0008): appended by memstore_chain_append, now SECURITY DEFINER; the application
-  role loses INSERT on it. Its pg_trigger_depth() check alone let a role's own trigger on a
-  temporary table write it. Nobody but the owner may EXECUTE the two SECURITY DEFINER
+- event_chain (0008) and run_chain (0010): appended by memstore_chain_append and
+  memstore_run_chain_append, now SECURITY DEFINER; the application role loses INSERT on them.
+  Their pg_trigger_depth() check alone let a role's own trigger on a temporary table write
+  them. Nobody but the owner may EXECUTE the SECURITY DEFINER
   functions: a role's own trigger calling one would write as the owner.
 
 Why checks at commit rather than writes only through functions the owner defines: every
@@ -41,7 +42,7 @@ the writer (but memstore_fts_shared, whose rows are the team's, which the owner 
 On SQLite: nothing (one person's file; `memctl history --verify` checks it).
 
 Revision ID: 0011
-Revises: 0009
+Revises: 0010
 Create Date: 2026-12-03
 """
 
@@ -50,7 +51,7 @@ from __future__ import annotations
 from alembic import op
 
 revision = "0011"
-down_revision = "0009"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 
@@ -354,7 +355,7 @@ FUNCTIONS = (
     "memstore_memory_has_event",
 )
 # The functions that run as the tables' owner.
-AS_OWNER = ("memstore_fts_shared()", "memstore_chain_append()")
+AS_OWNER = ("memstore_fts_shared()", "memstore_chain_append()", "memstore_run_chain_append()")
 # The application roles: whoever may append to history, but the tables' owner.
 APPLICATION_ROLES = """
     SELECT DISTINCT p.grantee FROM information_schema.table_privileges AS p
@@ -362,8 +363,14 @@ APPLICATION_ROLES = """
     AND p.privilege_type = 'INSERT' AND p.grantee <> 'PUBLIC'
     AND p.grantee <> pg_get_userbyid((SELECT relowner FROM pg_class WHERE oid = 'memory'::regclass))
 """
-# What the application role may no longer write, and got from 0006 and 0008.
-TAKEN = {"event_chain": "INSERT", "memory_fts_stats": "INSERT, UPDATE, DELETE"}
+# What the application role may no longer write, and got from 0006, 0008 and 0010.
+TAKEN = {
+    "event_chain": "INSERT",
+    "run_chain": "INSERT",
+    "memory_fts_stats": "INSERT, UPDATE, DELETE",
+}
+# The chains' append functions, now run as the owner.
+CHAIN_APPENDS = ("memstore_chain_append()", "memstore_run_chain_append()")
 
 
 def _postgres() -> bool:
@@ -406,10 +413,10 @@ def upgrade() -> None:
                 f" REFERENCING {tables} FOR EACH STATEMENT"
                 " EXECUTE FUNCTION memstore_team_statistics()"
             )
-    op.execute(
-        "ALTER FUNCTION memstore_chain_append() SECURITY DEFINER"
-        f" SET search_path = {schema}, pg_temp"
-    )
+    for function in CHAIN_APPENDS:
+        op.execute(
+            f"ALTER FUNCTION {function} SECURITY DEFINER SET search_path = {schema}, pg_temp"
+        )
     # Run as the owner, from a trigger any role could put on its own temporary table: only
     # the triggers made here call them (a trigger fires whatever EXECUTE its writer has).
     op.execute(f"REVOKE EXECUTE ON FUNCTION {', '.join(AS_OWNER)} FROM PUBLIC")
@@ -424,8 +431,9 @@ def downgrade() -> None:
     for role in _application_roles():
         for table, privileges in TAKEN.items():
             op.execute(f'GRANT {privileges} ON {table} TO "{role}"')
-    op.execute("GRANT EXECUTE ON FUNCTION memstore_chain_append() TO PUBLIC")
-    op.execute("ALTER FUNCTION memstore_chain_append() SECURITY INVOKER RESET search_path")
+    for function in CHAIN_APPENDS:
+        op.execute(f"GRANT EXECUTE ON FUNCTION {function} TO PUBLIC")
+        op.execute(f"ALTER FUNCTION {function} SECURITY INVOKER RESET search_path")
     for event in TRANSITIONS:
         op.execute(f"DROP TRIGGER memory_fts_shared_{event.lower()} ON memory_fts")
         for table in STATISTICS:

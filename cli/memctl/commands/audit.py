@@ -26,7 +26,7 @@ from memctl.render import (
     run_as_dict,
     visible_controls,
 )
-from memstore.errors import StoreUnavailable
+from memstore.errors import HistoryTampered, StoreUnavailable
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -68,18 +68,7 @@ def history(
 ) -> None:
     """The audit log: every change, oldest first."""
     if verify:
-        with open_store(read_only=True) as store:
-            report = store.history.verify()
-        if json:  # a chain that breaks is an error, exit 1, as without --json
-            print_json({"verified": True, "events": report.events, "unseen": report.unseen,
-                        "head": report.head})  # fmt: skip
-            return
-        unseen = (
-            f" (and {report.unseen} of other people's own memories, by their hash only)"
-            if report.unseen
-            else ""
-        )
-        print(f"history verified: {report.events} events{unseen}, chain head {report.head}")
+        _verify(json)
         return
     if run_id is not None:
         if name is not None or runs:
@@ -288,6 +277,40 @@ def events_table(events: Sequence[EventView]) -> None:
             (e.created_at, e.operation, e.memory_name, e.actor, e.run_id[:8], change_summary(e))
             for e in events
         ],
+    )
+
+
+def _verify(json: bool) -> None:
+    """`history --verify`: every difference found a line on stderr (or, with --json, listed
+    on stdout), exit 1; else what was verified, and the chain's head."""
+    try:
+        with open_store(read_only=True) as store:
+            report = store.history.verify()
+    except HistoryTampered as error:
+        if json:
+            print_json({"verified": False, "problems": error.problems})
+            raise SystemExit(1) from None
+        for problem in error.problems:
+            err(f"history: {problem}")
+        count = len(error.problems)
+        fail(
+            f"history does not verify: {count} difference{'s' if count > 1 else ''} above;"
+            " the database was changed outside memstore"
+        )
+    if json:
+        print_json({"verified": True, "events": report.events, "unseen": report.unseen,
+                    "runs": report.runs, "unseen_runs": report.unseen_runs,
+                    "memories": report.memories, "head": report.head})  # fmt: skip
+        return
+    unseen = (
+        f" (and {report.unseen} of other people's own memories, by their hash only)"
+        if report.unseen
+        else ""
+    )
+    unseen_runs = f" (and {report.unseen_runs} by their hash only)" if report.unseen_runs else ""
+    print(
+        f"history verified: {report.events} events{unseen}, {report.runs} runs{unseen_runs},"
+        f" {report.memories} memories as their events replay, chain head {report.head}"
     )
 
 

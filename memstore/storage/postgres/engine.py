@@ -180,10 +180,11 @@ def _create_namespace(engine: Engine, url: str) -> None:
 # application role reads and writes memories but may only append to history.
 APPEND_ONLY = ("memory_event", "run", "memory_purge")
 # Tables of later revisions, granted when the store has them (a database granted before a
-# revision is granted by its upgrade): history's chain (0008; appended by the database's own
-# trigger, 0011), the search's word counts (0009; the team's rows the database's, 0011).
+# revision is granted by its upgrade): history's chains (0008, 0010; appended by the database's
+# own triggers, 0011), the search's word counts (0009; the team's rows the database's, 0011).
 LATER_TABLES = {
     "event_chain": "SELECT",
+    "run_chain": "SELECT",
     "memory_fts_lexeme": "SELECT, INSERT, UPDATE, DELETE",
 }
 # memory_fts_term holds a person's own words too, which their role writes (0011).
