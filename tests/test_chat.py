@@ -583,6 +583,57 @@ def test_piped_input_is_one_message_per_line_and_a_backslash_goes_on(
     assert "\x1b" not in done.stdout  # no spinner, colours or Markdown codes when piped
 
 
+# A reply quoting a hostile file: an instruction in tag characters, a right-to-left override,
+# a terminal sequence, and a second variation selector that starts the stream's next piece
+# (the scripted server sends 20 characters a piece), so it is shown although its piece alone
+# does not say it follows one.
+HIDDEN_SYSTEM = "".join(chr(0xE0000 + ord(c)) for c in "<system>")
+HOSTILE_REPLY = (
+    "The heart: ".ljust(18, ".")
+    + f"\u2764\ufe0f\ufe0f and {HIDDEN_SYSTEM}, invoice\u202etxt.exe\x1b[2J"
+)
+SHOWN_REPLY = (
+    "\u2764\ufe0f\\u{FE0F} and \\u{E003C}\\u{E0073}\\u{E0079}\\u{E0073}\\u{E0074}\\u{E0065}"
+    "\\u{E006D}\\u{E003E}, invoice\\u{202E}txt.exe\\x1b[2J"
+)
+
+
+def test_the_models_reply_shows_what_it_hides_piped(
+    memctl: MemctlRunner, anthropic_server: AnthropicServer
+) -> None:
+    assert HOSTILE_REPLY[19:21] == "\ufe0f\ufe0f"  # across the second piece's start
+    anthropic_server.script(text_reply(HOSTILE_REPLY))
+    done = memctl("chat", "--no-memory", input="read it\n", env=model_env(anthropic_server))
+    assert done.returncode == 0, done.stderr
+    assert SHOWN_REPLY in done.stdout
+    assert not any(c in done.stdout for c in ("\u202e", "\x1b", "\U000e003c"))
+
+
+def test_memory_name_shows_what_the_memory_hides(
+    memctl: MemctlRunner, anthropic_server: AnthropicServer, tmp_path: Path
+) -> None:
+    with MemoryStore(tmp_path / ".memory" / "memstore.db") as store:
+        store.create("deploy-notes", "project", "Deploy", f"Deploy.{HIDDEN_SYSTEM}\u202e")
+    done = memctl(
+        "chat", "--no-memory", input="/memory deploy-notes\n", env=model_env(anthropic_server)
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Deploy.\\u{E003C}\\u{E0073}" in done.stdout and "\\u{202E}" in done.stdout
+    assert HIDDEN_SYSTEM[0] not in done.stdout and "\u202e" not in done.stdout
+
+
+def test_the_models_reply_shows_what_it_hides_on_a_terminal(
+    terminal: Any, anthropic_server: AnthropicServer
+) -> None:
+    anthropic_server.script(text_reply(HOSTILE_REPLY))
+    term = terminal("--no-memory")
+    term.type("read it\r")
+    screen = term.wait_for("txt.exe")
+    term.type("\x04")
+    assert term.finish() == 0
+    assert "\\u{E003C}\\u{E0073}" in screen and "invoice\\u{202E}txt.exe" in screen
+
+
 def test_a_session_is_said_saved_only_when_something_was(
     memctl: MemctlRunner, anthropic_server: AnthropicServer
 ) -> None:

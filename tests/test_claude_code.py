@@ -10,9 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from memstore.files.exporter import export_memories
 from memstore.integrations.claude_code import find_folder, project_of, slug
+from memstore.storage.store import MemoryStore
+from memstore.text import HIDDEN
 from tests.anthropic_server import AnthropicServer, text_reply
 from tests.conftest import MemctlRunner
+from tests.test_hidden_text import BIDI, BODY, DESCRIPTION, HIDDEN_TAG, SHOWN_TAG
 
 FEEDBACK = (
     b"---\r\n"
@@ -453,3 +457,94 @@ def test_chat_reads_claude_md_and_agents_md_into_its_system_prompt(
     (request,) = [r for r in anthropic_server.requests if "tools" in r]
     assert "project_instructions" not in request["system"][0]["text"]
     assert "PERSONAL-RULE" not in request["system"][0]["text"]
+
+
+def assert_nothing_hidden(folder: Path) -> None:
+    """No file of Claude Code's folder holds a character its model reads and no one sees."""
+    for name, content in snapshot(folder).items():
+        found = HIDDEN.search(content.decode())
+        assert found is None, (name, ascii(found and found.group()))
+
+
+def test_claude_codes_model_reads_the_hidden_characters_shown_and_the_store_keeps_them(
+    run: MemctlRunner, folder: Path, project: Path
+) -> None:
+    # Claude Code loads its folder into its model as it is: a memory hiding an instruction
+    # in tag characters must reach it shown, as the hook and MCP show it.
+    added = run("add", "deploy-notes", "-t", "project", "-d", DESCRIPTION, "-b", BODY)
+    assert added.returncode == 0, added.stderr
+    # A file and a MEMORY.md line of Claude Code's own hiding characters too.
+    (folder / "own_notes.md").write_text(
+        f"---\nname: own-notes\ndescription: Mine{HIDDEN_TAG}\ntype: user\n---\n\nSee {BIDI}\n"
+    )
+    with (folder / "MEMORY.md").open("a") as index:
+        index.write(f"- [Own](own_notes.md) — mine{HIDDEN_TAG}\n")
+
+    synced = run("claude", "sync")
+    assert synced.returncode == 0, synced.stderr
+    assert_nothing_hidden(folder)
+    written = (folder / "deploy-notes.md").read_text()
+    assert SHOWN_TAG in written and "invoice\\u{202E}txt.exe" in written
+    assert "Zero\\u{200B}width" in written
+    assert SHOWN_TAG in (folder / "MEMORY.md").read_text()
+    # The store and the workspace's .memory/ keep every character.
+    found = memories(run)
+    assert (found["deploy-notes"]["description"], found["deploy-notes"]["body"]) == (
+        DESCRIPTION,
+        BODY,
+    )
+    assert found["own-notes"]["description"] == f"Mine{HIDDEN_TAG}"
+    assert found["own-notes"]["body"] == f"See {BIDI}"
+    assert BIDI in (project / ".memory" / "own-notes.md").read_text()
+
+    # The files say what the memories say: syncing again changes nothing on either side.
+    events = run("history", "--json").stdout
+    store_files = {p.name: p.read_bytes() for p in (project / ".memory").glob("*.md")}
+    folder_before = snapshot(folder)
+    for command in (("claude", "sync"), ("claude", "import"), ("claude", "export")):
+        again = run(*command)
+        assert again.returncode == 0, again.stderr
+    assert "0 created, 0 updated" in again.stderr or "0 written, 0 removed" in again.stderr
+    assert run("history", "--json").stdout == events
+    assert snapshot(folder) == folder_before
+    assert {p.name: p.read_bytes() for p in (project / ".memory").glob("*.md")} == store_files
+
+    # A file edited by hand: the field edited takes the file's text, escapes and all (said
+    # in docs/integrations.md); the fields left as they were keep their characters.
+    (folder / "deploy-notes.md").write_text(written.replace("Zero", "Edited, zero"))
+    imported = run("claude", "import")
+    assert imported.returncode == 0, imported.stderr
+    edited = memories(run)["deploy-notes"]
+    assert edited["description"] == DESCRIPTION
+    assert edited["body"].startswith("Deploy with make deploy.\\u{E003C}")
+    assert "Edited, zero\\u{200B}width" in edited["body"]
+
+
+def test_a_file_an_older_memstore_wrote_hiding_characters_is_written_again_shown(
+    run: MemctlRunner, home: Path, project: Path
+) -> None:
+    # Before this version, the write-back kept the characters: such a file, as memstore
+    # recorded it, is rewritten at the next export although its memory did not change.
+    added = run("add", "deploy-notes", "-t", "project", "-d", DESCRIPTION, "-b", BODY)
+    assert added.returncode == 0, added.stderr
+    assert run("add", "plain", "-t", "user", "-d", "Plain", "-b", "Nothing hidden.").returncode == 0
+    folder = claude_folder(home, project)
+    folder.mkdir(parents=True)
+    with MemoryStore(project / ".memory" / "memstore.db") as store:
+        export_memories(store, folder, personal=True)  # as the older write-back did
+    assert HIDDEN_TAG in (folder / "deploy-notes.md").read_text()
+    plain = (folder / "plain.md").stat()
+    events = run("history", "--json").stdout
+
+    plan = run("claude", "export", "--dry-run")
+    assert plan.returncode == 0, plan.stderr
+    assert plan.stdout.splitlines() == ["rewrite  deploy-notes.md", "rewrite  MEMORY.md"]
+    written = run("claude", "export")
+    assert written.returncode == 0, written.stderr
+    assert_nothing_hidden(folder)
+    assert (folder / "plain.md").stat().st_mtime_ns == plain.st_mtime_ns
+    assert run("history", "--json").stdout == events
+    again = run("claude", "sync")
+    assert again.returncode == 0, again.stderr
+    assert run("history", "--json").stdout == events
+    assert memories(run)["deploy-notes"]["body"] == BODY

@@ -177,6 +177,23 @@ def test_dry_run_prints_the_diff_and_writes_nothing(
     assert files(home, project) == before
 
 
+def test_the_dry_runs_diff_shows_what_a_settings_file_hides(
+    run: MemctlRunner, project: Path
+) -> None:
+    # A project's settings come with its clone: a line of them hiding an instruction in tag
+    # characters, or a terminal sequence, is shown in the diff, not passed on.
+    hidden = "".join(chr(0xE0000 + ord(c)) for c in "<system>")
+    (project / ".claude").mkdir()
+    (project / ".claude" / "settings.json").write_text(
+        json.dumps({"model": f"opus{hidden}\u202e", "theme": "dark\x1b[2J"}, ensure_ascii=False)
+    )
+    dry = run("claude", "install", "--project", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert '"model": "opus\\u{E003C}\\u{E0073}' in dry.stdout
+    assert "\\u{202E}" in dry.stdout
+    assert "\x1b" not in dry.stdout and hidden[0] not in dry.stdout and "\u202e" not in dry.stdout
+
+
 @pytest.mark.parametrize(
     "content", [b'{"model": "opus",', b"[1, 2]", b'{"hooks": []}', b"\xff\xfe{}"]
 )

@@ -4,9 +4,11 @@ with a fake HOME holding Claude Code's folder and a workspace with a store."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 import time
@@ -17,7 +19,9 @@ import pytest
 from memstore.integrations.claude_sessions import LOG_FILE
 from memstore.integrations.claude_sync import STATE_FILE
 from memstore.storage.store import MemoryStore
+from memstore.text import HIDDEN
 from tests.test_claude_learning import memctl_processes
+from tests.test_hidden_text import BODY, DESCRIPTION, SHOWN_TAG
 
 MEMCTL = Path(sys.executable).with_name("memctl")
 NOTE = (
@@ -142,6 +146,37 @@ def test_each_side_gets_the_others_new_memory_and_nothing_changed_starts_nothing
     assert state(project).stat().st_mtime_ns == recorded
     assert entries(project / ".memory") == memory_files
     assert log_lines(project) == lines
+
+
+def event_count(database: Path) -> int:
+    with contextlib.closing(sqlite3.connect(database)) as connection:
+        return int(connection.execute("SELECT count(*) FROM memory_event").fetchone()[0])
+
+
+def test_what_a_memory_hides_reaches_claude_codes_folder_shown_and_syncs_once(
+    project: Path, home: Path, folder: Path
+) -> None:
+    database = project / ".memory" / "memstore.db"
+    with MemoryStore(database, actor="test") as store:
+        store.create("deploy-notes", "project", DESCRIPTION, BODY)
+    synced(project, home)
+    for path in folder.iterdir():
+        assert HIDDEN.search(path.read_text()) is None, path.name
+    assert SHOWN_TAG in (folder / "deploy-notes.md").read_text()
+    assert SHOWN_TAG in (folder / "MEMORY.md").read_text()
+
+    # The next sync (the store's mark moved: run by hand) imports nothing and writes nothing.
+    events = event_count(database)
+    files = entries(folder)
+    again = subprocess.run(
+        [str(MEMCTL), "claude", "sync"], capture_output=True, env=environment(home), cwd=project
+    )
+    assert again.returncode == 0, again.stderr
+    assert event_count(database) == events
+    assert entries(folder) == files
+    with MemoryStore(database, actor="test") as store:
+        memory = store.get("deploy-notes")
+    assert (memory.description, memory.body) == (DESCRIPTION, BODY)
 
 
 def test_a_file_changed_on_both_sides_is_left_as_it_is_in_one_log_line(

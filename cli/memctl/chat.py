@@ -3,7 +3,9 @@
 
 On a terminal: line editing and history, a spinner while the model thinks, the answer
 streamed and shown as Markdown, tool calls one line each, cut to the width. Piped (tests,
-scripts): plain text, streamed as it comes, nothing cut.
+scripts): plain text, streamed as it comes, nothing cut. Either way the model's reply is shown
+with its control characters and the characters no one sees written visibly (render.py's
+visible_controls): it may quote a hostile memory or file.
 """
 
 from __future__ import annotations
@@ -21,7 +23,15 @@ from memctl.chat_input import (
     TerminalInput,
     interrupts_not_dropped,
 )
-from memctl.render import count, one_line, print_table, recall_summary, shown_score
+from memctl.render import (
+    count,
+    one_line,
+    print_table,
+    recall_summary,
+    shown_score,
+    visible_after,
+    visible_controls,
+)
 from memstore.agent.approval import SKIP_FLAG, ApprovalPolicy, load_allow_rules
 from memstore.agent.compact import CompactionSettings
 from memstore.agent.instructions import project_instructions
@@ -82,9 +92,12 @@ class TerminalEvents:
             self._status = None
 
     def text(self, delta: str) -> None:
+        if not delta:
+            return
+        before = self._text[-1] if self._text else ""
         self._text.append(delta)
         if not self.tty:
-            sys.stdout.write(delta)
+            sys.stdout.write(visible_after(before, delta))
             sys.stdout.flush()
             return
         from rich.live import Live
@@ -94,7 +107,7 @@ class TerminalEvents:
             # Transient: the live area is erased at the end and the answer printed once.
             self._live = Live(console=self._console, refresh_per_second=8, transient=True)
             self._live.start()
-        self._live.update(_Tail(Markdown("".join(self._text))))
+        self._live.update(_Tail(Markdown(visible_controls("".join(self._text)))))
 
     def finish(self) -> None:
         """End the answer being streamed, if any (also after Ctrl-C: what came is kept)."""
@@ -103,7 +116,7 @@ class TerminalEvents:
 
             self._live.stop()
             self._live = None
-            self._console.print(Markdown("".join(self._text)))
+            self._console.print(Markdown(visible_controls("".join(self._text))))
         elif self._text and not self.tty and not "".join(self._text).endswith("\n"):
             sys.stdout.write("\n")
         self._text.clear()
@@ -389,7 +402,7 @@ def _show_memory(store: MemoryStore, name: str, events: TerminalEvents) -> None:
     if name:
         from memstore.files.format import render_memory_file
 
-        events.block(render_memory_file(store.get(name)).rstrip())
+        events.block(visible_controls(render_memory_file(store.get(name)).rstrip()))
         return
     summaries = store.summaries()
     if not summaries:

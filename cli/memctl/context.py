@@ -19,7 +19,7 @@ import typer
 from memstore.errors import MemoryNotFound, MemstoreError, SecretRefused
 from memstore.settings import Settings, database_location
 from memstore.storage.workspace import Workspace, locate
-from memstore.text import shorten
+from memstore.text import shorten, show_hidden
 
 if TYPE_CHECKING:
     from memstore.storage.reads import MemoryReads
@@ -204,7 +204,8 @@ def _value_options(command: Any) -> set[str]:
 
 
 def err(message: str) -> None:
-    sys.stderr.write(message + "\n")
+    # A message may name a file or quote a memory: what no one would see is shown.
+    sys.stderr.write(show_hidden(message) + "\n")
 
 
 def quoted(text: str) -> str:

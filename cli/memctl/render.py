@@ -218,6 +218,14 @@ def visible_controls(text: str) -> str:
     return show_hidden(_CONTROL.sub(_escape, text))
 
 
+def visible_after(before: str, text: str) -> str:
+    """visible_controls of `text` where it follows `before` (a streamed reply's next piece):
+    a variation selector right after one that ended the piece before is shown, as in the
+    whole text."""
+    last = before[-1:]
+    return visible_controls(last + text)[len(visible_controls(last)) :]
+
+
 def _escape(match: re.Match[str]) -> str:
     character = match.group()
     if character in "\t\n":

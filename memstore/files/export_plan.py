@@ -18,6 +18,7 @@ from memstore.errors import ExportFailed
 from memstore.files.export_folder import read_folder_file
 from memstore.files.export_state import past_versions, sha256
 from memstore.files.format import INDEX_FILE_NAME, memory_file_name, render_memory_file
+from memstore.files.hidden_shown import with_shown
 from memstore.files.import_file import file_says_a_version
 from memstore.files.inplace import render_in_place
 from memstore.storage.models import MemoryRecord
@@ -110,7 +111,12 @@ def plan_memory(
     record: Row[Any] | None,
     stat: os.stat_result | None,
     force: bool,
+    *,
+    recheck: bool = False,
 ) -> None:
+    """`recheck`: `memory` is what the file must say, not the stored memory (its hidden
+    characters shown), so a file as memstore last wrote it for this version is compared with
+    it too: an older memstore wrote the memory as it is."""
     if stat is None:
         plan.writes[file_name] = render_memory_file(memory).encode()
         return
@@ -118,14 +124,22 @@ def plan_memory(
     disk_hash = sha256(disk)
     if record is None or record.memory_id != memory.id:
         record = None
-    elif record.memory_version == memory.version and disk_hash == record.sha256:
+    elif record.memory_version == memory.version and disk_hash == record.sha256 and not recheck:
         # As memstore last wrote or read it, and the memory has not changed since: the
         # file says what the memory says, in its own words; it stays byte for byte.
         plan.adopted[file_name] = disk
         return
     content = render_in_place(memory, disk, file_name) or render_memory_file(memory).encode()
     if sha256(content) == disk_hash:
-        plan.adopted[file_name] = disk
+        if (
+            record is not None
+            and record.memory_version == memory.version
+            and record.sha256 == disk_hash
+            and same_stat(record, stat)
+        ):
+            plan.unchanged += 1  # rechecked, and as recorded: nothing to record again
+        else:
+            plan.adopted[file_name] = disk
     elif force or (record is not None and disk_hash == record.sha256):
         plan.writes[file_name] = content
     else:
@@ -136,16 +150,19 @@ def plan_memory(
         plan.suspects[file_name] = (memory.id, disk, kind, content)
 
 
-def settle_suspects(store: MemoryStore, plan: ExportPlan) -> None:
+def settle_suspects(store: MemoryStore, plan: ExportPlan, *, hidden_shown: bool = False) -> None:
     """Files that differ from what memstore last recorded there: those that say exactly
     what a version of their memory said are memstore's (an export was interrupted before it
     recorded them; the project was moved, copied or cloned) and are overwritten or removed;
     the rest hold text the database does not have, and are conflicts (but a file no record
-    knows, kind "", is someone's and is left)."""
+    knows, kind "", is someone's and is left). `hidden_shown`: a version said with its
+    hidden characters shown is one too."""
     if not plan.suspects:
         return
     with store.engine.connect() as connection:
         versions = past_versions(connection, {v[0] for v in plan.suspects.values() if v[0]})
+    if hidden_shown:
+        versions = {memory_id: with_shown(said) for memory_id, said in versions.items()}
     for file_name, (memory_id, disk, kind, content) in plan.suspects.items():
         if memory_id is None or not file_says_a_version(disk, file_name, versions[memory_id]):
             if kind:  # "": someone's file, left as it is

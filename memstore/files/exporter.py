@@ -49,6 +49,7 @@ from memstore.files.export_state import (
     sha256,
 )
 from memstore.files.format import INDEX_FILE_NAME, render_index
+from memstore.files.hidden_shown import hiding_memories, shown_memory
 from memstore.storage.engine import writer
 from memstore.storage.models import LIVE, MemorySummary, memory_table
 from memstore.storage.store import MemoryStore
@@ -77,11 +78,14 @@ def export_memories(
     index: IndexUpdate | None = None,
     personal: bool = False,
     hold_conflicts: bool = False,
+    hidden_shown: bool = False,
 ) -> ExportResult:
     """Write the folder; with `dry_run`, only say what would be written and removed. `index`
     writes MEMORY.md in another tool's form instead of memstore's. `hold_conflicts`: the
     files that would be conflicts are left as they are (and in `held`), and every other file
-    is written, instead of ExportConflict with nothing written.
+    is written, instead of ExportConflict with nothing written. `hidden_shown`: the folder is
+    fed to a model as it is (Claude Code's): the memories' texts are written with the
+    characters no one sees shown (files/hidden_shown.py); the store keeps them.
 
     On a server a person's `user` memories are theirs alone (row-level security): they are
     written only to a `personal` folder (Claude Code's, in their home). Any other folder may
@@ -95,7 +99,9 @@ def export_memories(
         raise ExportFailed(f"cannot create {directory}: {error.strerror or error}") from None
     with folder_lock(directory):
         try:
-            return _export_locked(store, directory, force, dry_run, index, personal, hold_conflicts)
+            return _export_locked(
+                store, directory, force, dry_run, index, personal, hold_conflicts, hidden_shown
+            )
         except OSError as error:
             where = error.filename or directory
             raise ExportFailed(f"cannot read {where}: {error.strerror or error}") from None
@@ -109,6 +115,7 @@ def _export_locked(
     index: IndexUpdate | None,
     personal: bool,
     hold_conflicts: bool = False,
+    hidden_shown: bool = False,
 ) -> ExportResult:
     if not dry_run:
         remove_stale_temporaries(directory)
@@ -120,6 +127,7 @@ def _export_locked(
         private = persons_own(every) if store.is_server and not personal else {}
         memories = [memory for memory in every if memory.id not in private]
         renamed = former_file_names(connection, memories, records)
+        hiding = hiding_memories(connection) if hidden_shown else set()
     on_disk = markdown_files(directory)
     # Names and records come from a database file someone may have edited by hand: nothing
     # outside the rules may become a path.
@@ -142,15 +150,25 @@ def _export_locked(
             and record.memory_id == memory.id
             and record.memory_version == memory.version
             and same_stat(record, stat)
+            and memory.id not in hiding
         ):
             plan.unchanged += 1
         else:
             to_render.append(memory.id)
-    # Only memories that changed since the last export are read in full and rendered.
+    # Only memories that changed since the last export are read in full and rendered (and,
+    # where hidden characters are shown, those that hold one).
     for full in store.by_ids(to_render).values():
         file_name = file_of[full.id]
+        written = shown_memory(full) if hidden_shown else full
         plan_memory(
-            plan, directory, file_name, full, records.get(file_name), on_disk.get(file_name), force
+            plan,
+            directory,
+            file_name,
+            written,
+            records.get(file_name),
+            on_disk.get(file_name),
+            force,
+            recheck=written is not full,
         )
     if index is None:
         text = render_index(
@@ -180,7 +198,7 @@ def _export_locked(
                 None,
             )
     private_leftovers(plan, directory, private, records, targets, on_disk)
-    settle_suspects(store, plan)
+    settle_suspects(store, plan, hidden_shown=hidden_shown)
     if plan.conflicts and not hold_conflicts:
         raise ExportConflict(str(directory), sorted(plan.conflicts), plan.conflicts)
     # Held, a conflicting file is neither written nor removed, and its record stays: the

@@ -27,6 +27,7 @@ from memstore.files.export_state import (
     remember_files,
 )
 from memstore.files.format import INDEX_FILE_NAME, synced_extra
+from memstore.files.hidden_shown import shown_value, with_shown
 from memstore.files.import_file import ImportItem, says_version
 from memstore.files.import_folder import FolderRead, Progress, read_for_import, updated_memory
 from memstore.storage.fields import CLEAR, restoring
@@ -65,6 +66,7 @@ def import_memories(
     deletions: bool = False,
     export_command: str = "memctl export",
     read: FolderRead | None = None,
+    hidden_shown: bool = False,
 ) -> ImportReport:
     """Import the folder's files in one transaction under `actor`. `top_level`: only files
     directly in the folder. `force`: a file edited since the last export whose memory also
@@ -72,7 +74,9 @@ def import_memories(
     refused as a conflict. `deletions`: a file of the folder's records that is gone deletes
     its memory (soft: `restore` brings it back), unless the memory changed since.
     `export_command`: the command that writes this folder, as the messages name it.
-    `read`: the folder as read_for_import read it already (with the same options)."""
+    `read`: the folder as read_for_import read it already (with the same options).
+    `hidden_shown`: export writes the folder with the characters no one sees shown
+    (files/hidden_shown.py): a file's text that is its memory's so shown is no change."""
     if read is None:
         read = read_for_import(
             directory,
@@ -93,11 +97,11 @@ def import_memories(
             records = load_records(connection, key, legacy)
             live = store.memories()
             items = _since_last_export(
-                connection, items, records, live, report, force, export_command
+                connection, items, records, live, report, force, export_command, hidden_shown
             )
             items = _not_older(connection, items, live, report)
         _raise_if_rejected(report, skip_invalid)
-        actions = _plan(items, live, records, report)
+        actions = _plan(items, live, records, report, hidden_shown)
         if deletions:
             claimed = {memory.id for _, memory, _ in actions if memory is not None}
             _gone(Path(directory), records, live, report, claimed)
@@ -106,12 +110,12 @@ def import_memories(
         records = load_records(tx.connection, key, legacy)
         live = tx.memories()
         items = _since_last_export(
-            tx.connection, items, records, live, report, force, export_command
+            tx.connection, items, records, live, report, force, export_command, hidden_shown
         )
         items = _not_older(tx.connection, items, live, report)
         _raise_if_rejected(report, skip_invalid)
         results: dict[str, MemoryRecord] = {}
-        for item, memory, changes in _plan(items, live, records, report):
+        for item, memory, changes in _plan(items, live, records, report, hidden_shown):
             try:
                 if memory is None:
                     results[item.path] = tx.create(**item.values())
@@ -193,6 +197,7 @@ def _since_last_export(
     report: ImportReport,
     force: bool = False,
     export_command: str = "memctl export",
+    hidden_shown: bool = False,
 ) -> list[ImportItem]:
     """The items to import: none that would bring back what the database has moved on from.
 
@@ -215,8 +220,13 @@ def _since_last_export(
         else:
             suspects.append((item, record, memory))
     versions = past_versions(connection, {record.memory_id for _, record, _ in suspects})
+    if hidden_shown:
+        versions = {memory_id: with_shown(said) for memory_id, said in versions.items()}
     for item, record, memory in suspects:
-        if memory is not None and says_version(item, memory.snapshot()):
+        current = [] if memory is None else [memory.snapshot()]
+        if hidden_shown:
+            current = with_shown(current)
+        if any(says_version(item, version) for version in current):
             report.unchanged.append(item.name)  # written by an export that was cut short
             continue
         if any(says_version(item, version) for version in versions.get(record.memory_id, [])):
@@ -291,6 +301,7 @@ def _plan(
     live: list[MemoryRecord],
     records: dict[str, Any],
     report: ImportReport,
+    hidden_shown: bool = False,
 ) -> list[tuple[ImportItem, MemoryRecord | None, dict[str, Any]]]:
     """(item, the memory it updates or None to create, the changed fields) for every item.
     A file recorded as holding a live memory updates that memory, whatever name the file
@@ -305,21 +316,25 @@ def _plan(
             report.created.append(item.name)
             actions.append((item, None, {}))
             continue
-        changes = _changes(item, memory)
+        changes = _changes(item, memory, hidden_shown)
         (report.updated if changes else report.unchanged).append(memory.name)
         actions.append((item, memory, changes))
     return actions
 
 
-def _changes(item: ImportItem, memory: MemoryRecord) -> dict[str, Any]:
-    if item.extra == synced_extra(memory.extra, memory.type):
+def _changes(item: ImportItem, memory: MemoryRecord, hidden_shown: bool = False) -> dict[str, Any]:
+    shown = shown_value if hidden_shown else (lambda value: value)
+    if item.extra in (synced := synced_extra(memory.extra, memory.type), shown(synced)):
         item.extra = memory.extra  # what export wrote, not a change
     # Every field but the name (the file's record, not its name, says which memory it is),
     # an optional one the file leaves out cleared.
     wanted = restoring(item.values())
     del wanted["name"]
+    # A text the file says as export wrote it, its hidden characters shown, is no change:
+    # the memory keeps them (only a field edited in the file takes the file's text).
     return {
         key: value
         for key, value in wanted.items()
-        if getattr(memory, key) != (None if value is CLEAR else value)
+        if (now := getattr(memory, key)) != (None if value is CLEAR else value)
+        and shown(now) != value
     }

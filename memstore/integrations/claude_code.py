@@ -8,6 +8,12 @@ in-place rewriting), with what this folder needs: only the files directly in it,
 kept as Claude Code writes it, and the store's writes under the actor `claude-code`.
 `sync_folder` runs both, as `memctl claude sync` does after the hook saw a change
 (integrations/claude_sync.py).
+
+Claude Code hands the folder to its model as it is, without memstore's escaping: what
+memstore writes there shows the characters no one sees (tag characters, bidirectional
+controls; memstore.text.show_hidden), in the memories' files and in MEMORY.md, while the
+store keeps them (files/hidden_shown.py). A file so written and imported again changes
+nothing; a file edited by hand brings the escapes it shows into the fields edited.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from memstore.files.importer import ImportReport, import_memories
 from memstore.integrations.claude_folder import ClaudeFolder, find_folder, project_of, slug
 from memstore.integrations.door import Door
 from memstore.storage.models import MemorySummary
+from memstore.text import show_hidden
 
 __all__ = ["ClaudeFolder", "find_folder", "project_of", "slug"]
 
@@ -68,6 +75,7 @@ def import_folder(
         skip_invalid=skip_invalid,
         default_type=default_type,
         read=read,
+        hidden_shown=True,
     )
     if report.run_id is not None:
         door.export()
@@ -109,6 +117,7 @@ def export_folder(
             index=index,
             personal=True,
             hold_conflicts=hold_conflicts,
+            hidden_shown=True,
         )
     except ExportConflict as error:
         # Its advice names this folder's commands: `memctl export --force` would overwrite
@@ -126,6 +135,9 @@ def _dangling(disk: bytes | None, folder: Path, files: dict[str, MemorySummary])
     """The files of the folder MEMORY.md links that are neither there nor written now."""
     if disk is None:
         return []
+    # MEMORY.md shows a file's name as show_hidden writes it (a file import refuses for its
+    # name, whose line is Claude Code's).
+    there = {show_hidden(name) for name in [*files, *os.listdir(folder)]}
     linked = re.findall(
         r"(?m)^\s*[-*+]\s.*\]\((?:\./)?<?([^/\\<>()\n]+\.md)>?\)", disk.decode("utf-8", "replace")
     )
@@ -133,7 +145,10 @@ def _dangling(disk: bytes | None, folder: Path, files: dict[str, MemorySummary])
         {
             name
             for name in linked
-            if name not in files and name != INDEX_FILE and not os.path.lexists(folder / name)
+            if name not in files
+            and name not in there
+            and name != INDEX_FILE
+            and not os.path.lexists(folder / name)
         }
     )
 
@@ -170,10 +185,13 @@ def claude_index(
     """MEMORY.md as Claude Code keeps it: every line of its own stays as written (headings,
     notes, its titles and hooks); the lines that link a removed file go, and a new file gets
     a `- [name](file) — description` line at the end. Without a MEMORY.md, one is written
-    listing every file. None: leave the file as it is (it is not UTF-8 text)."""
+    listing every file. None: leave the file as it is (it is not UTF-8 text).
+
+    Claude Code's model reads the file whole at every session's start: a character no one
+    sees is shown in it, in a line of its own too (a leading byte-order mark stays)."""
     if disk is None:
         ordered = sorted(files.items(), key=lambda f: (TYPE_ORDER.get(f[1].type, 9), f[1].name))
-        return "".join(index_line(m, name) for name, m in ordered).encode() or None
+        return show_hidden("".join(index_line(m, name) for name, m in ordered)).encode() or None
     try:
         text = disk.decode("utf-8")
     except UnicodeDecodeError:
@@ -190,7 +208,9 @@ def claude_index(
     ]
     if added and listed and not listed.endswith(("\n", "\r")):
         listed += newline
-    return (listed + "".join(added)).encode()
+    written = listed + "".join(added)
+    bom = "\ufeff" if written.startswith("\ufeff") else ""
+    return (bom + show_hidden(written.removeprefix(bom))).encode()
 
 
 @dataclass(frozen=True)

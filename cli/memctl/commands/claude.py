@@ -13,6 +13,7 @@ import typer
 
 from memctl.commands.files import render_import
 from memctl.context import State, command_line, db_exists, err, fail, no_database_yet
+from memctl.render import one_line, visible_controls
 
 app = typer.Typer(
     help="Claude Code: its auto-memory folder of this workspace (bring it in, write back to "
@@ -110,7 +111,7 @@ def claude_import(
             )
     except ImportRejected as error:
         for problem in error.problems:
-            err(f"invalid: {problem}")
+            err(f"invalid: {one_line(str(problem))}")
         if any("both are newer" in problem.reason for problem in error.problems):
             err(CLAUDE_CONFLICT_HINT)
         raise
@@ -142,10 +143,11 @@ def claude_export(
         err(CLAUDE_CONFLICT_HINT)
         raise
     if dry_run:
+        # A file's name is the folder's, anyone's: shown as it is, not as it would act.
         for name in result.written:
-            print(f"{'rewrite' if (folder.path / name).exists() else 'create '}  {name}")
+            print(f"{'rewrite' if (folder.path / name).exists() else 'create '}  {one_line(name)}")
         for name in result.removed:
-            print(f"remove   {name}")
+            print(f"remove   {one_line(name)}")
     verb = "would write" if dry_run else "wrote"
     err(
         f"{verb} {folder.path}: {len(result.written)} written, {len(result.removed)} removed, "
@@ -188,7 +190,8 @@ def _settings(*, install: bool, user: bool, project: bool, dry_run: bool) -> Non
     changes = claude_settings.plan(scope, State.settings.claude_config_dir, root, install=install)
     for change in changes:
         if dry_run:
-            print(change.diff(), end="")
+            # The settings files' own lines are in the diff: a project's come with its clone.
+            print(visible_controls(change.diff()), end="")
     backups = [] if dry_run else claude_settings.apply(changes)
     for change in changes:
         verb = "would change" if dry_run else "changed"

@@ -21,7 +21,7 @@ from memctl.context import (
     reading,
     secret_hint,
 )
-from memctl.render import visible_controls
+from memctl.render import one_line, visible_controls
 from memstore.errors import SecretRefused
 from memstore.settings import DB_VARIABLE
 from memstore.text import show_hidden
@@ -106,7 +106,7 @@ def import_command(
             )
     except ImportRejected as error:
         for problem in error.problems:
-            err(f"invalid: {problem}")
+            err(f"invalid: {one_line(str(problem))}")
         raise
     except SecretRefused as error:
         secret_hint(error)
@@ -179,9 +179,9 @@ def render_import(report: Any, directory: Path) -> None:
     """An import's notes and skipped files on stderr; with --dry-run, what would change on
     stdout; then the counts."""
     for note in report.notes:
-        err(f"note: {note}")
+        err(f"note: {one_line(note)}")
     for problem in [*report.not_memories, *report.problems]:
-        err(f"skipped: {problem}")
+        err(f"skipped: {one_line(str(problem))}")
     verb = "would import" if report.dry_run else "imported"
     if report.dry_run:
         for name in report.created:
