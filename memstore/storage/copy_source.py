@@ -13,7 +13,6 @@ from typing import Any
 from sqlalchemy import JSON, Table
 
 from memstore.errors import CopyRefused, HistoryTampered, NoDatabase
-from memstore.storage import chain
 from memstore.storage.backend import backend_at, backend_of
 from memstore.storage.dbapi import BUSY_TIMEOUT_MS, Connection
 from memstore.storage.models import (
@@ -25,6 +24,7 @@ from memstore.storage.models import (
 )
 from memstore.storage.reader import schema_revision
 from memstore.storage.store import MemoryStore
+from memstore.storage.verify import verify_history
 
 # In the order their foreign keys need; exported_file stays behind (per-machine state), the
 # full-text index is the target's to build.
@@ -69,7 +69,9 @@ def file_revision(path: Path) -> str | None:
 
 
 def read_source(source: MemoryStore, *, force: bool = False) -> SourceRows:
-    """Every row to copy, read in one snapshot, and the source's chain verified in it."""
+    """Every row to copy, read in one snapshot, and the source's history verified in it as
+    `history --verify` does (the chains, every memory replayed to its row): a row changed
+    outside memstore must not arrive in the target as sound."""
     with source.backend.dbapi_connection(source.engine) as connection:
         backend = backend_of(connection)
         backend.begin_snapshot(connection)
@@ -77,7 +79,7 @@ def read_source(source: MemoryStore, *, force: bool = False) -> SourceRows:
             head: str | None = None
             unverified = None
             try:
-                verified = chain.verify(connection)
+                verified = verify_history(connection)
                 head = verified.head
             except HistoryTampered as error:
                 if not force:
