@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from memstore.errors import CannotUndo, HistoryTampered, NothingToRestore
+from memstore.storage import chain
 from memstore.storage.store import MemoryStore
 from memstore.storage.undo import undo_run
 from tests.conftest import MemctlRunner
@@ -153,7 +154,9 @@ def test_verify_finds_tampering_that_bypasses_the_triggers(
     assert code == 0 and out.startswith("history verified: 4 events, 4 runs, 2 memories"), err
     as_json = json.loads(memctl("--db", str(db), "history", "--verify", "--json").stdout)
     assert as_json["verified"] is True and as_json["events"] == 4
-    assert out.rstrip().endswith(as_json["head"])
+    assert f"chain head {as_json['head']}," in out
+    assert out.rstrip().endswith(f"runs' chain head {as_json['run_head']}")
+    assert as_json["run_head"] != chain.GENESIS
     tamper(plain(db))
     code, out, err = verify(memctl, db)
     assert code == 1 and out == ""

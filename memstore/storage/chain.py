@@ -166,6 +166,9 @@ class ChainReport(NamedTuple):
     # Runs verified on the runs' chain, and those seen by their hash only (as `unseen`).
     runs: int = 0
     unseen_runs: int = 0
+    # The runs' chain head (storage/verify_runs.py): with `head`, what catches a history
+    # rewritten whole, hashes recomputed, when both are kept elsewhere.
+    run_head: str = GENESIS
 
 
 def _tampered(event_id: int) -> HistoryTampered:

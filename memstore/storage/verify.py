@@ -75,7 +75,7 @@ def verify_history(connection: Connection) -> chain.ChainReport:
     problems: list[str] = []
     broken_runs: set[str] | None = None if backend_of(connection).server else set()
     report = _event_chain(connection, problems, broken_runs)
-    runs, unseen_runs = verify_runs(connection, problems, broken_runs)
+    runs, unseen_runs, run_head = verify_runs(connection, problems, broken_runs)
     memories = _replay_memories(connection, problems)
     problems += missing_triggers(connection)
     if problems:
@@ -84,7 +84,7 @@ def verify_history(connection: Connection) -> chain.ChainReport:
             + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
             problems,
         )
-    return report._replace(memories=memories, runs=runs, unseen_runs=unseen_runs)
+    return report._replace(memories=memories, runs=runs, unseen_runs=unseen_runs, run_head=run_head)
 
 
 def _event_chain(

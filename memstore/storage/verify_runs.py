@@ -65,8 +65,9 @@ def _described(run: chain.ChainedRun) -> str:
 
 def verify_runs(
     connection: Connection, problems: list[str], broken_runs: set[str] | None = None
-) -> tuple[int, int]:
-    """How many runs were verified, and how many were seen by their hash only; each
+) -> tuple[int, int, str]:
+    """How many runs were verified, how many were seen by their hash only, and the runs'
+    chain head (the last run's hash, which can be kept elsewhere as the events' head); each
     problem found appended to `problems`, a line each. `broken_runs`: the runs of events
     that do not match the events' chain, which covers a run's command, identity and host
     too (None: not known)."""
@@ -97,7 +98,7 @@ def verify_runs(
                 f"memory_purge names run {run_id[:8]}, which is not in history: a purge"
                 " recorded outside memstore"
             )
-    return count, unseen
+    return count, unseen, previous
 
 
 def _run_problems(

@@ -300,7 +300,8 @@ def _verify(json: bool) -> None:
     if json:
         print_json({"verified": True, "events": report.events, "unseen": report.unseen,
                     "runs": report.runs, "unseen_runs": report.unseen_runs,
-                    "memories": report.memories, "head": report.head})  # fmt: skip
+                    "memories": report.memories, "head": report.head,
+                    "run_head": report.run_head})  # fmt: skip
         return
     unseen = (
         f" (and {report.unseen} of other people's own memories, by their hash only)"
@@ -310,7 +311,8 @@ def _verify(json: bool) -> None:
     unseen_runs = f" (and {report.unseen_runs} by their hash only)" if report.unseen_runs else ""
     print(
         f"history verified: {report.events} events{unseen}, {report.runs} runs{unseen_runs},"
-        f" {report.memories} memories as their events replay, chain head {report.head}"
+        f" {report.memories} memories as their events replay, chain head {report.head},"
+        f" runs' chain head {report.run_head}"
     )
 
 
