@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from memstore.integrations.claude_settings import HOOK_EVENTS
+from memstore.integrations import claude_settings
+from memstore.integrations.claude_settings import HOOK_EVENTS, Memctl
 from tests.conftest import MemctlRunner
 
 # As Claude Code writes its settings (JSON.stringify with two spaces, no final newline), with
@@ -32,6 +36,8 @@ CLAUDE_JSON = json.dumps(
     },
     indent=2,
 )
+# The folder of the Python running the tests, where its memctl console script is.
+BIN = os.path.dirname(os.path.abspath(sys.executable))
 # A hand-written project file: four spaces, compact lists, a final newline.
 PROJECT_MCP = '{\n    "mcpServers": {"docs": {"command": "docs-mcp", "args": []}}\n}\n'
 
@@ -56,9 +62,13 @@ def project(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def run(memctl: MemctlRunner, home: Path, project: Path) -> MemctlRunner:
-    def in_project(*args: str) -> object:
+    def in_project(*args: str, env_path: str | None = None) -> object:
         environment = {k: v for k, v in os.environ.items() if k != "CLAUDE_CONFIG_DIR"}
         environment["HOME"] = str(home)
+        # PATH finds the memctl under test, as it finds a memctl installed with pipx; or
+        # `env_path`, which may not.
+        path = os.pathsep.join([BIN, environment.get("PATH", "")])
+        environment["PATH"] = env_path if env_path is not None else path
         return memctl(*args, cwd=project, env=environment)
 
     return in_project  # type: ignore[return-value]
@@ -98,8 +108,9 @@ def test_user_install_writes_the_hooks_and_the_server_and_keeps_the_rest(
     assert claude["projects"] == {"/home/ana/app": {"mcpServers": {}}}
     assert (home / ".claude.json").stat().st_mode & 0o777 == 0o600
     # The backups hold the bytes found.
-    assert (home / ".claude" / "settings.json.memstore-backup").read_text() == USER_SETTINGS
-    assert (home / ".claude.json.memstore-backup").read_text() == CLAUDE_JSON
+    backup = home / ".claude" / "settings.json.memstore-install-backup"
+    assert backup.read_text() == USER_SETTINGS
+    assert (home / ".claude.json.memstore-install-backup").read_text() == CLAUDE_JSON
 
 
 @pytest.mark.parametrize("scope", ["--user", "--project"])
@@ -117,8 +128,8 @@ def test_install_twice_is_once_and_uninstall_gives_back_the_same_bytes(
     removed = run("claude", "uninstall", scope)
     assert removed.returncode == 0, removed.stderr
     after = files(home, project)
-    backups = {path for path in after if path.endswith(".memstore-backup")}
-    assert {path: after[path] for path in after if path not in backups} == before
+    # Back as they were, install's backups included: none is left to restore memstore from.
+    assert after == before
     assert run("claude", "uninstall", scope).returncode == 0  # nothing left to take out
     assert files(home, project) == after
 
@@ -229,3 +240,154 @@ def test_claude_config_dir_is_where_the_user_files_are(
     assert "SessionStart" in json.loads((config / "settings.json").read_text())["hooks"]
     assert "memstore" in json.loads((config / ".claude.json").read_text())["mcpServers"]
     assert not (tmp_path / "empty").exists()
+
+
+def test_a_memctl_path_does_not_find_is_named_by_its_path_and_taken_out_by_uninstall(
+    run: MemctlRunner, home: Path
+) -> None:
+    """A memctl installed in a virtual environment, which PATH does not find: the settings
+    name its console script, not a `memctl` Claude Code would not find."""
+    memctl_script = os.path.join(BIN, "memctl")
+    assert os.path.isfile(memctl_script)
+    before = files(home)
+    installed = run("claude", "install", "--dry-run", env_path="/usr/bin:/bin")
+    assert "not on PATH" not in installed.stderr
+    installed = run("claude", "install", env_path="/usr/bin:/bin")
+    assert installed.returncode == 0, installed.stderr
+    assert f"note: PATH finds no memctl: the settings name {memctl_script}" in installed.stderr
+    settings = json.loads((home / ".claude" / "settings.json").read_text())
+    command = shlex.join([memctl_script, "hook"])
+    assert settings["hooks"]["SessionStart"] == [
+        {"hooks": [{"type": "command", "command": command, "timeout": 10}]}
+    ]
+    servers = json.loads((home / ".claude.json").read_text())["mcpServers"]
+    assert servers["memstore"] == {"command": memctl_script, "args": ["mcp"]}
+    # Through a shell, as Claude Code runs it, the command is that memctl's.
+    version = subprocess.run(
+        ["/bin/sh", "-c", shlex.join([memctl_script, "--version"])],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    assert version.stdout.startswith("memctl ")
+
+    # Installed again where PATH finds it: its own entries brought up to date, in place.
+    assert run("claude", "install").returncode == 0
+    settings = json.loads((home / ".claude" / "settings.json").read_text())
+    assert settings["hooks"]["SessionStart"][0]["hooks"][0]["command"] == "memctl hook"
+    assert settings["hooks"]["Stop"][-1]["hooks"][0]["command"] == "memctl hook"
+    assert len(settings["hooks"]["Stop"]) == 2  # the person's hook, and memstore's once
+
+    removed = run("claude", "uninstall", env_path="/usr/bin:/bin")
+    assert removed.returncode == 0, removed.stderr
+    assert files(home) == before
+
+
+def test_a_path_with_spaces_is_quoted_for_the_shell_and_recognised_by_uninstall(
+    tmp_path: Path, home: Path, project: Path
+) -> None:
+    memctl_named = Memctl("/opt/my tools/venv/bin/memctl", db="/data/team store.db")
+    command = memctl_named.hook_command()
+    assert command == "'/opt/my tools/venv/bin/memctl' --db '/data/team store.db' hook"
+    assert memctl_named.server() == {
+        "command": "/opt/my tools/venv/bin/memctl",
+        "args": ["--db", "/data/team store.db", "mcp"],
+    }
+    before = files(home)
+    config = home / ".claude"
+    changes = claude_settings.plan("user", config, project, install=True, memctl=memctl_named)
+    claude_settings.apply(changes)
+    assert command in (config / "settings.json").read_text()
+    claude_settings.apply(claude_settings.plan("user", config, project, install=False))
+    assert files(home) == before
+
+
+@pytest.mark.parametrize(
+    ("argv0", "expected"),
+    [
+        (os.path.join(BIN, "memctl"), os.path.join(BIN, "memctl")),  # the console script
+        ("memctl", os.path.join(BIN, "memctl")),  # `python -m memctl`: beside the Python
+        (os.path.join(BIN, "..", "bin", "memctl"), os.path.join(BIN, "memctl")),
+    ],
+)
+def test_the_running_memctl_is_found(argv0: str, expected: str) -> None:
+    found = claude_settings.running_memctl(argv0, sys.executable)
+    assert found is not None
+    assert os.path.realpath(found) == os.path.realpath(expected)
+    assert claude_settings.program_for(found, expected) == "memctl"  # PATH finds this one
+    assert claude_settings.program_for(found, "/usr/bin/memctl") == found
+    assert claude_settings.program_for(found, None) == found
+    assert claude_settings.program_for(None, None) == "memctl"
+
+
+def test_db_given_to_install_is_the_hooks_and_the_servers_store(
+    run: MemctlRunner, memctl: MemctlRunner, home: Path, project: Path, tmp_path: Path
+) -> None:
+    store = tmp_path / "team" / "memstore.db"
+    assert (
+        run(
+            "--db",
+            str(store),
+            "add",
+            "deploy-steps",
+            "--type",
+            "project",
+            "--description",
+            "How to deploy",
+            "--body",
+            "Run make deploy.",
+        ).returncode
+        == 0
+    )
+    installed = run("--db", "../team/memstore.db", "claude", "install")
+    assert installed.returncode == 0, installed.stderr
+    settings = json.loads((home / ".claude" / "settings.json").read_text())
+    command = settings["hooks"]["SessionStart"][0]["hooks"][0]["command"]
+    assert command == shlex.join(["memctl", "--db", str(store), "hook"])
+    servers = json.loads((home / ".claude.json").read_text())["mcpServers"]
+    assert servers["memstore"] == {"command": "memctl", "args": ["--db", str(store), "mcp"]}
+    # The hook, run as written from another folder, answers from that store.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    event = {"hook_event_name": "SessionStart", "cwd": str(elsewhere)}
+    answer = memctl(*shlex.split(command)[1:], input=json.dumps(event), cwd=elsewhere)
+    assert answer.returncode == 0, answer.stderr
+    assert "deploy-steps" in answer.stdout
+    assert run("claude", "uninstall").returncode == 0
+    assert (home / ".claude" / "settings.json").read_text() == USER_SETTINGS
+
+
+def test_a_server_url_with_a_password_is_refused_in_one_line(run: MemctlRunner, home: Path) -> None:
+    before = files(home)
+    url = "postgresql://ana:secret@db.example.test/memstore"
+    refused = run("--db", url, "claude", "install")
+    assert refused.returncode != 0
+    assert "password" in refused.stderr and "secret" not in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert files(home) == before
+
+
+def test_backups_are_the_files_before_each_command_and_none_would_reinstall(
+    run: MemctlRunner, home: Path
+) -> None:
+    assert run("claude", "install").returncode == 0
+    claude_json = home / ".claude.json"
+    install_backup = home / ".claude.json.memstore-install-backup"
+    assert install_backup.read_text() == CLAUDE_JSON
+    # Claude Code writes its file as it runs: uninstall cannot give back install's bytes.
+    state = json.loads(claude_json.read_text())
+    state["numStartups"] = 13
+    claude_json.write_text(json.dumps(state, indent=2))
+    removed = run("claude", "uninstall")
+    assert removed.returncode == 0, removed.stderr
+    expected = json.loads(CLAUDE_JSON)
+    expected["numStartups"] = 13
+    assert claude_json.read_text() == json.dumps(expected, indent=2)
+    # Install's backup is still the file before memstore; uninstall's, named for it, the
+    # file before uninstall; settings.json, given back as it was, keeps no backup.
+    assert install_backup.read_text() == CLAUDE_JSON
+    uninstall_backup = home / ".claude.json.memstore-uninstall-backup"
+    assert "memstore" in json.loads(uninstall_backup.read_text())["mcpServers"]
+    assert f"backup: {uninstall_backup}" in removed.stderr
+    assert sorted(path.name for path in (home / ".claude").iterdir()) == ["settings.json"]
+    assert (home / ".claude" / "settings.json").read_text() == USER_SETTINGS

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from memstore.integrations.claude_sessions import LOG_FILE
-from memstore.integrations.claude_sync import STATE_FILE
+from memstore.integrations.claude_sync import STATE_FILE, notice, record
 from memstore.storage.store import MemoryStore
 from memstore.text import HIDDEN
 from tests.test_claude_learning import memctl_processes
@@ -301,3 +301,63 @@ def test_the_folder_is_kept_in_step_with_a_server_store(
     time.sleep(0.5)
     assert not memctl_processes(project, "claude", "sync")
     assert entries(folder) == files and log_lines(project) == lines
+
+
+def test_a_file_claude_code_deletes_deletes_only_its_own_memory_and_the_person_is_told_once(
+    project: Path, home: Path, folder: Path
+) -> None:
+    """Claude Code prunes its own folder: a memory it made goes with its file (restorable);
+    the team's, deleted there, is kept and written back. The person is shown both once."""
+    (folder / "ci_runner.md").write_bytes(NOTE)
+    synced(project, home)
+    assert (folder / "deploy-staging.md").exists()  # the team's memory, written there
+    (folder / "ci_runner.md").unlink()
+    (folder / "deploy-staging.md").unlink()
+    done = synced(project, home)
+    assert "systemMessage" not in json.loads(done.stdout)  # nothing done yet to tell
+    assert set(bodies(project)) == {"deploy-staging"}
+    assert "Run `make deploy`." in (folder / "deploy-staging.md").read_text()
+    assert "(deploy-staging.md)" in (folder / "MEMORY.md").read_text()
+    recorded = json.loads(state(project).read_text())
+    assert (recorded["deleted"], recorded["spared"]) == (["ci-runner"], ["deploy-staging"])
+    assert any("ci-runner" in line and "restore" in line for line in log_lines(project))
+
+    # The next session's start tells the person, beside the index for the model; once.
+    told = json.loads(session_start(project, home).stdout)
+    message = told["systemMessage"]
+    assert message.startswith("memstore: Claude Code deleted ci-runner from its memory folder")
+    assert "'memctl restore NAME'" in message
+    assert "deploy-staging from its memory folder, which it did not create: kept" in message
+    assert "\n" not in message
+    assert "deploy-staging" in told["hookSpecificOutput"]["additionalContext"]
+    assert "systemMessage" not in json.loads(session_start(project, home).stdout)
+
+    # Restored, its file comes back at the next sync; nothing more to tell.
+    restored = subprocess.run(
+        [str(MEMCTL), "restore", "ci-runner"],
+        env=environment(home),
+        cwd=project,
+        capture_output=True,
+    )
+    assert restored.returncode == 0, restored.stderr
+    assert "systemMessage" not in json.loads(synced(project, home).stdout)
+    assert "Actions." in (folder / "ci-runner.md").read_text(), sorted(os.listdir(folder))
+    assert "systemMessage" not in json.loads(session_start(project, home).stdout)
+
+
+def test_what_was_not_shown_yet_is_carried_to_the_next_record(tmp_path: Path) -> None:
+    sessions, folder = tmp_path / "sessions", tmp_path / "memory"
+    folder.mkdir()
+    record(sessions, folder, [1], deleted=["a"])
+    record(sessions, folder, [2], spared=["b"])  # a second sync before any SessionStart
+    assert notice(sessions) == (
+        "memstore: Claude Code deleted a from its memory folder: deleted in memstore too"
+        " ('memctl restore NAME' brings one back); Claude Code deleted b from its memory"
+        " folder, which it did not create: kept in memstore and written back"
+        " ('memctl rm NAME' deletes one)"
+    )
+    assert notice(sessions) is None
+    record(sessions, folder, [3], deleted=[f"m{n}" for n in range(7)])
+    record(sessions, folder, [4])
+    said = notice(sessions)
+    assert said is not None and "m0, m1, m2, m3, m4 and 2 more" in said and " a," not in said

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, select
 
 from memstore.errors import FileProblem, ImportRejected, InvalidMemory
 from memstore.files.export_state import (
@@ -31,7 +31,7 @@ from memstore.files.hidden_shown import shown_value, with_shown
 from memstore.files.import_file import ImportItem, says_version
 from memstore.files.import_folder import FolderRead, Progress, read_for_import, updated_memory
 from memstore.storage.fields import CLEAR, restoring
-from memstore.storage.models import MemoryRecord
+from memstore.storage.models import MemoryRecord, Operation, memory_event_table
 from memstore.storage.store import MemoryStore
 
 
@@ -42,6 +42,9 @@ class ImportReport:
     unchanged: list[str] = field(default_factory=list)
     # With `deletions`: memories whose file is gone from the folder.
     deleted: list[str] = field(default_factory=list)
+    # With `deletions` and `deletes_only`: memories whose file is gone that another actor
+    # created, kept (an export writes their files again).
+    spared: list[str] = field(default_factory=list)
     # Normalisations, one line each: "path: what was changed".
     notes: list[str] = field(default_factory=list)
     problems: list[FileProblem] = field(default_factory=list)
@@ -64,6 +67,7 @@ def import_memories(
     top_level: bool = False,
     force: bool = False,
     deletions: bool = False,
+    deletes_only: str | None = None,
     export_command: str = "memctl export",
     read: FolderRead | None = None,
     hidden_shown: bool = False,
@@ -72,7 +76,9 @@ def import_memories(
     directly in the folder. `force`: a file edited since the last export whose memory also
     changed is imported over the database's version (which history keeps) instead of being
     refused as a conflict. `deletions`: a file of the folder's records that is gone deletes
-    its memory (soft: `restore` brings it back), unless the memory changed since.
+    its memory (soft: `restore` brings it back), unless the memory changed since; with
+    `deletes_only`, only a memory that actor created (one another created is kept, in
+    `spared`).
     `export_command`: the command that writes this folder, as the messages name it.
     `read`: the folder as read_for_import read it already (with the same options).
     `hidden_shown`: export writes the folder with the characters no one sees shown
@@ -100,11 +106,12 @@ def import_memories(
                 connection, items, records, live, report, force, export_command, hidden_shown
             )
             items = _not_older(connection, items, live, report)
-        _raise_if_rejected(report, skip_invalid)
-        actions = _plan(items, live, records, report, hidden_shown)
-        if deletions:
-            claimed = {memory.id for _, memory, _ in actions if memory is not None}
-            _gone(Path(directory), records, live, report, claimed)
+            _raise_if_rejected(report, skip_invalid)
+            actions = _plan(items, live, records, report, hidden_shown)
+            if deletions:
+                claimed = {memory.id for _, memory, _ in actions if memory is not None}
+                found = _gone(Path(directory), records, live, report, claimed)[0]
+                _spare(connection, found, deletes_only, report)
         return report
     with store.transaction(actor=actor, allow_secrets=allow_secrets) as tx:
         records = load_records(tx.connection, key, legacy)
@@ -133,6 +140,7 @@ def import_memories(
         forget: list[str] = []
         if deletions:
             gone, forget = _gone(Path(directory), records, live, report, claimed)
+            gone = _spare(tx.connection, gone, deletes_only, report)
         for memory in gone:
             tx.delete(memory)
         # The folder's files are now in the database: an export to this folder may rewrite
@@ -294,6 +302,34 @@ def _gone(
                 "the database since: kept (an export writes it again)"
             )
     return memories, forget
+
+
+def _spare(
+    connection: Connection,
+    gone: list[MemoryRecord],
+    deletes_only: str | None,
+    report: ImportReport,
+) -> list[MemoryRecord]:
+    """Of the memories whose file is gone, those to delete: with `deletes_only`, the ones that
+    actor created; another's is kept, in `spared` (no longer in `deleted`)."""
+    if deletes_only is None or not gone:
+        return gone
+    creators = dict(
+        connection.execute(
+            select(memory_event_table.c.memory_id, memory_event_table.c.actor).where(
+                memory_event_table.c.operation == Operation.CREATE.value,
+                memory_event_table.c.memory_id.in_([memory.id for memory in gone]),
+            )
+        ).all()
+    )
+    deleted = []
+    for memory in gone:
+        if creators.get(memory.id) == deletes_only:
+            deleted.append(memory)
+        else:
+            report.deleted.remove(memory.name)
+            report.spared.append(memory.name)
+    return deleted
 
 
 def _plan(

@@ -58,10 +58,13 @@ def import_folder(
     skip_invalid: bool = False,
     default_type: str | None = None,
     read: FolderRead | None = None,
+    own_deletions_only: bool = False,
 ) -> ImportReport:
     """Claude Code's memories into the store, as one run of the actor `claude-code`; then
     `.memory/` is written again, as after any change through a door. `read`: the folder as
-    read_for_import read it already (top_level, with the same options)."""
+    read_for_import read it already (top_level, with the same options).
+    `own_deletions_only`: a file gone from the folder deletes its memory only if Claude Code
+    created it (`claude-code`); another's is kept, in the report's `spared`."""
     existing(folder)
     report = import_memories(
         door.store,
@@ -69,6 +72,7 @@ def import_folder(
         actor=ACTOR,
         top_level=True,
         deletions=True,
+        deletes_only=ACTOR if own_deletions_only else None,
         export_command="memctl claude export",
         dry_run=dry_run,
         force=force,
@@ -228,9 +232,11 @@ def sync_folder(door: Door, folder: ClaudeFolder) -> SyncResult:
     `memctl claude import` and `export` without --force: a file changed in both places is
     left as it is on both sides (its import is skipped, and so is its write-back, while every
     other file is written) and named in `conflicts`; a file that cannot be imported (invalid,
-    a secret, no memory) is left out, named in `skipped` with why, and the rest imported."""
+    a secret, no memory) is left out, named in `skipped` with why, and the rest imported.
+    A file gone from the folder deletes only a memory Claude Code created: another's (the
+    team's) is kept, and written back (in `imported.spared`)."""
     existing(folder)
-    imported = import_folder(door, folder, skip_invalid=True)
+    imported = import_folder(door, folder, skip_invalid=True, own_deletions_only=True)
     conflicts = set()
     skipped = {}
     for problem in [*imported.problems, *imported.not_memories]:

@@ -4,9 +4,11 @@ On UserPromptSubmit, the memories relevant to the prompt (keyword recall, as `me
 MEMORY.md index, and Claude Code's own memory folder is synced, detached, when it or the store
 changed since the last sync (integrations/claude_sync.py). Either answer goes back as
 `hookSpecificOutput.additionalContext`, which Claude Code adds to the conversation, marked
-as stored notes that are data, not instructions. On Stop, SessionEnd and PreCompact, it
-records the session's transcript for the worker that learns from it, and starts that worker,
-detached (integrations/claude_sessions.py); it answers nothing.
+as stored notes that are data, not instructions. At SessionStart, what the syncs since the
+person was last told deleted (or kept) of the files Claude Code removed from its folder goes
+to the person, once, as `systemMessage`, which Claude Code shows them. On Stop, SessionEnd
+and PreCompact, it records the session's transcript for the worker that learns from it, and
+starts that worker, detached (integrations/claude_sessions.py); it answers nothing.
 
 It runs before every prompt a person types, so it never stands in the way: whatever goes
 wrong (input that is no hook JSON, an event it does not answer, no database, a corrupt,
@@ -99,11 +101,12 @@ def _respond(raw: bytes | str, db: Path | str | None, settings: Settings) -> str
         )
     start = _start(event)
     database, workspace = locate(given, start, settings.ceiling_directories, settings.namespace)
+    notice = None
     try:
         with StoreReader(database, busy_timeout_ms=BUSY_TIMEOUT_MS) as reader:
             context = answer(reader, event)
             if name == SESSION_START:
-                _sync_later(reader, database, workspace, start, settings)
+                notice = _sync_later(reader, database, workspace, start, settings)
     except sqlite3.Error as error:
         raise StoreUnavailable(f"cannot read database {database}: {error}") from error
     except Exception as error:
@@ -111,10 +114,12 @@ def _respond(raw: bytes | str, db: Path | str | None, settings: Settings) -> str
         if translated is error:
             raise
         raise translated from error  # a server's error, in one line
-    if not context:
-        return ""
-    output = {"hookSpecificOutput": {"hookEventName": name, "additionalContext": context}}
-    return json.dumps(output, ensure_ascii=False)
+    output: dict[str, Any] = {}
+    if notice:
+        output["systemMessage"] = notice
+    if context:
+        output["hookSpecificOutput"] = {"hookEventName": name, "additionalContext": context}
+    return json.dumps(output, ensure_ascii=False) if output else ""
 
 
 def _learn_later(event: dict[str, Any], given: Path | str | None, settings: Settings) -> None:
@@ -155,22 +160,28 @@ def _sync_later(
     workspace: Workspace,
     start: Path,
     settings: Settings,
-) -> None:
+) -> str | None:
     """SessionStart: when Claude Code's memory folder or the store changed since the last
-    sync, start `memctl claude sync` detached; when neither did, nothing is read or written.
-    Never in the way of the index: whatever fails is logged in one line."""
+    sync, start `memctl claude sync` detached; when neither did, nothing is read or written
+    but the last sync's record. The line to show the person about what the syncs deleted
+    since they were last told, if any. Never in the way of the index: whatever fails is
+    logged in one line."""
     from memstore.integrations.claude_folder import find_folder
     from memstore.integrations.claude_sessions import learning_folder
-    from memstore.integrations.claude_sync import needs_sync, start_sync
+    from memstore.integrations.claude_sync import needs_sync, notice, start_sync
 
+    shown = None
     try:
-        folder = find_folder(workspace.root, settings.claude_config_dir).path
         state = learning_folder(database, workspace)
-        if not state.parent.is_dir() or not needs_sync(state, folder, reader.change_mark()):
-            return
-        start_sync(state, start, str(database))
+        if not state.parent.is_dir():
+            return None
+        shown = notice(state)  # before a new sync records its own
+        folder = find_folder(workspace.root, settings.claude_config_dir).path
+        if needs_sync(state, folder, reader.change_mark()):
+            start_sync(state, start, str(database))
     except Exception as error:  # a server's error or a bug's too: the index still goes back
         log.warning("hook: Claude Code's memory folder not synced: %s", error)
+    return shown
 
 
 def _read_event(raw: bytes | str) -> dict[str, Any]:

@@ -9,10 +9,19 @@ Where Claude Code reads them (its settings and MCP documentation):
   when that is set);
 - project: the hooks in `<project>/.claude/settings.json`, the server in `<project>/.mcp.json`.
 
+The commands name `memctl` when PATH finds the memctl that installs them, else its absolute
+path (a memctl in a virtual environment that is not on PATH), with `--db` when one was given
+(`Memctl`). memstore's own entries are those of the form install writes, whichever memctl and
+store they name: install brings them up to date, uninstall takes them out; a hook of the
+person's own that runs `memctl hook` counts as installed and is left.
+
 Every other setting is kept, in its order, and the file keeps its indentation and final
 newline, so that install then uninstall gives back the same bytes. Installing twice is
-installing once. A file that is not a JSON object is refused before anything is written; before
-a file changes, its former bytes are copied beside it; each file is replaced atomically.
+installing once. A file that is not a JSON object is refused before anything is written; each
+file is replaced atomically. Install copies a file it changes that held none of memstore's
+settings to `<file>.memstore-install-backup` (the file before memstore); uninstall, when it
+gives back exactly those bytes, removes that backup, else copies the file it changes to
+`<file>.memstore-uninstall-backup` (the file before uninstall, memstore's settings in it).
 """
 
 from __future__ import annotations
@@ -21,6 +30,8 @@ import difflib
 import json
 import os
 import re
+import shlex
+import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,13 +43,51 @@ from memstore.errors import ClaudeSettingsRefused
 # What memctl hook answers (the index, a prompt's memories) and records (a session to learn
 # from), as the plugin's hooks/hooks.json wires them.
 HOOK_EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "SessionEnd", "PreCompact")
-HOOK_COMMAND = "memctl hook"
 HOOK_TIMEOUT_SECONDS = 10
 SERVER_NAME = "memstore"
-SERVER = {"command": "memctl", "args": ["mcp"]}
-BACKUP_SUFFIX = ".memstore-backup"
-# Any command that runs `memctl hook`, by name or by path: one is installed already.
-_RUNS_THE_HOOK = re.compile(r"(?:^|/)memctl\s+hook(?:\s|$)")
+PROGRAM = "memctl"
+INSTALL_BACKUP = ".memstore-install-backup"
+UNINSTALL_BACKUP = ".memstore-uninstall-backup"
+
+
+@dataclass(frozen=True)
+class Memctl:
+    """The memctl Claude Code is to run: `program` is "memctl" (found on PATH) or a path;
+    `db` the --db it is given, if any."""
+
+    program: str = PROGRAM
+    db: str | None = None
+
+    def _words(self, subcommand: str) -> list[str]:
+        return [self.program, *(["--db", self.db] if self.db is not None else []), subcommand]
+
+    def hook_command(self) -> str:
+        """The hook's command line: Claude Code runs it through a shell, so it is quoted."""
+        return shlex.join(self._words("hook"))
+
+    def server(self) -> dict[str, Any]:
+        """The MCP server's entry: a program and its arguments, run without a shell."""
+        program, *args = self._words("mcp")
+        return {"command": program, "args": args}
+
+
+def running_memctl(argv0: str, executable: str) -> str | None:
+    """The absolute path of the memctl console script running now: the script itself, else
+    the one beside the Python running it (`python -m memctl`); None when there is neither."""
+    if os.sep in argv0 and Path(argv0).name.startswith(PROGRAM) and os.path.isfile(argv0):
+        return os.path.abspath(argv0)
+    found = shutil.which(PROGRAM, path=os.path.dirname(os.path.abspath(executable)))
+    return os.path.abspath(found) if found is not None else None
+
+
+def program_for(running: str | None, on_path: str | None) -> str:
+    """ "memctl" when PATH finds the running memctl (or none is known to run: then PATH is all
+    there is), else the running one's path: Claude Code runs what its PATH finds."""
+    if running is None:
+        return PROGRAM
+    if on_path is not None and os.path.realpath(on_path) == os.path.realpath(running):
+        return PROGRAM
+    return running
 
 
 @dataclass(frozen=True)
@@ -48,6 +97,10 @@ class SettingsChange:
     path: Path
     before: bytes | None
     after: bytes | None
+    # Where the former bytes are copied before the file changes (None: nowhere).
+    backup: Path | None = None
+    # Install's backup, removed once the file is written: uninstall gave back its bytes.
+    spent_backup: Path | None = None
 
     @property
     def changed(self) -> bool:
@@ -72,12 +125,22 @@ def settings_files(scope: str, config_dir: Path, project: Path) -> tuple[Path, P
     return project / ".claude" / "settings.json", project / ".mcp.json"
 
 
-def plan(scope: str, config_dir: Path, project: Path, *, install: bool) -> list[SettingsChange]:
-    """What install (or uninstall) would do to each file; nothing is written."""
+def plan(
+    scope: str, config_dir: Path, project: Path, *, install: bool, memctl: Memctl | None = None
+) -> list[SettingsChange]:
+    """What install (or uninstall) would do to each file; nothing is written. `memctl`: the
+    one install names (by default "memctl", on PATH)."""
     hooks_file, servers_file = settings_files(scope, config_dir, project)
-    hooks_edit = _add_hooks if install else _remove_hooks
-    servers_edit = _add_server if install else _remove_server
-    return [_change(hooks_file, hooks_edit), _change(servers_file, servers_edit)]
+    named = memctl or Memctl()
+    if install:
+        return [
+            _change(hooks_file, lambda settings: _add_hooks(settings, named), install=True),
+            _change(servers_file, lambda settings: _add_server(settings, named), install=True),
+        ]
+    return [
+        _change(hooks_file, _remove_hooks, install=False),
+        _change(servers_file, _remove_server, install=False),
+    ]
 
 
 def apply(changes: list[SettingsChange]) -> list[Path]:
@@ -93,29 +156,21 @@ def apply(changes: list[SettingsChange]) -> list[Path]:
         mode = 0o600 if target.name == ".claude.json" else 0o644
         if change.before is not None:
             mode = os.stat(target).st_mode & 0o777
-            backup = _backup_of(target)
-            _write_atomically(backup, change.before, mode)
-            backups.append(backup)
+        if change.backup is not None and change.before is not None:
+            _write_atomically(change.backup, change.before, mode)
+            backups.append(change.backup)
         if change.after is None:
             target.unlink()
         else:
             _write_atomically(target, change.after, mode)
+        if change.spent_backup is not None:
+            change.spent_backup.unlink(missing_ok=True)
     return backups
 
 
-def _change(path: Path, edit: Callable[[dict[str, Any]], None]) -> SettingsChange:
+def _change(path: Path, edit: Callable[[dict[str, Any]], None], *, install: bool) -> SettingsChange:
     before = _read(path)
-    if before is None:
-        settings: dict[str, Any] = {}
-    else:
-        try:
-            settings = json.loads(before)
-        except (UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise ClaudeSettingsRefused(
-                f"{path} is not valid JSON ({error}): not changed"
-            ) from None
-        if not isinstance(settings, dict):
-            raise ClaudeSettingsRefused(f"{path} does not hold a JSON object: not changed")
+    settings = _parsed(path, before)
     original = json.dumps(settings)
     try:
         edit(settings)
@@ -125,38 +180,62 @@ def _change(path: Path, edit: Callable[[dict[str, Any]], None]) -> SettingsChang
         ) from None
     if json.dumps(settings) == original:
         return SettingsChange(path, before, before)
-    if edit in (_remove_hooks, _remove_server) and before is not None:
-        backup = _read(_backup_of(path))
-        if backup is not None and _installed(backup, edit) == before:
-            # Unchanged since install: the bytes it found, however they were laid out.
-            return SettingsChange(path, before, backup)
-    if not settings and before is not None and _was_only(before):
+    if before is None:
+        return SettingsChange(path, before, _render(settings, None))  # install creates it
+    install_backup = _backup_of(path, INSTALL_BACKUP)
+    if install:
+        # A file that held memstore's settings already only has them brought up to date:
+        # its backup, if any, stays the file before memstore.
+        held_none = not _holds_ours(json.loads(before))
+        backup = install_backup if held_none else None
+        return SettingsChange(path, before, _render(settings, before), backup=backup)
+    found = _read(install_backup)
+    if found is not None and _same(_parsed_or_none(found), settings):
+        # Only memstore's settings changed since install: the bytes it found, however the
+        # file was laid out since.
+        return SettingsChange(path, before, found, spent_backup=install_backup)
+    if not settings and _was_only(before):
         return SettingsChange(path, before, None)  # install made it: uninstall removes it
-    return SettingsChange(path, before, _render(settings, before))
+    return SettingsChange(
+        path, before, _render(settings, before), backup=_backup_of(path, UNINSTALL_BACKUP)
+    )
 
 
-def _backup_of(path: Path) -> Path:
-    target = Path(os.path.realpath(path))
-    return target.with_name(target.name + BACKUP_SUFFIX)
+def _parsed(path: Path, content: bytes | None) -> dict[str, Any]:
+    if content is None:
+        return {}
+    try:
+        settings = json.loads(content)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ClaudeSettingsRefused(f"{path} is not valid JSON ({error}): not changed") from None
+    if not isinstance(settings, dict):
+        raise ClaudeSettingsRefused(f"{path} does not hold a JSON object: not changed")
+    return settings
 
 
-def _installed(content: bytes, remove: Callable[[dict[str, Any]], None]) -> bytes | None:
-    """What install makes of a file that holds `content`, or None if it is no JSON object."""
+def _parsed_or_none(content: bytes) -> dict[str, Any] | None:
     try:
         settings = json.loads(content)
     except (UnicodeDecodeError, json.JSONDecodeError):
         return None
-    if not isinstance(settings, dict):
-        return None
-    without = json.loads(content)
-    remove(without)
-    if without != settings:
-        return None  # it holds memstore's settings already: not what install started from
-    try:
-        (_add_hooks if remove is _remove_hooks else _add_server)(settings)
-    except _Unexpected:
-        return None
-    return _render(settings, content)
+    return settings if isinstance(settings, dict) else None
+
+
+def _same(one: dict[str, Any] | None, other: dict[str, Any]) -> bool:
+    """The same settings in the same order (a dict's == ignores the order)."""
+    return one is not None and json.dumps(one) == json.dumps(other)
+
+
+def _backup_of(path: Path, suffix: str) -> Path:
+    target = Path(os.path.realpath(path))
+    return target.with_name(target.name + suffix)
+
+
+def _holds_ours(settings: dict[str, Any]) -> bool:
+    without = json.loads(json.dumps(settings))
+    _remove_hooks(without)
+    _remove_server(without)
+    return not _same(without, settings)
 
 
 def _read(path: Path) -> bytes | None:
@@ -179,20 +258,76 @@ def _object(parent: dict[str, Any], key: str, where: str) -> dict[str, Any]:
     return value
 
 
-def _group() -> dict[str, Any]:
+def _group(memctl: Memctl) -> dict[str, Any]:
     return {
-        "hooks": [{"type": "command", "command": HOOK_COMMAND, "timeout": HOOK_TIMEOUT_SECONDS}]
+        "hooks": [
+            {"type": "command", "command": memctl.hook_command(), "timeout": HOOK_TIMEOUT_SECONDS}
+        ]
     }
 
 
-def _add_hooks(settings: dict[str, Any]) -> None:
+def _names_memctl(words: list[str], subcommand: str) -> bool:
+    """Whether `words` are memctl's (by name or path), with a --db or none, then `subcommand`:
+    the forms install writes."""
+    if not words or os.path.basename(words[0]) != PROGRAM or words[-1] != subcommand:
+        return False
+    options = words[1:-1]
+    return not options or (len(options) == 2 and options[0] == "--db")
+
+
+def _is_our_group(group: Any) -> bool:
+    """A hook group as install writes it, whichever memctl and store it names."""
+    if not isinstance(group, dict) or set(group) != {"hooks"}:
+        return False
+    hooks = group["hooks"]
+    if not isinstance(hooks, list) or len(hooks) != 1 or not isinstance(hooks[0], dict):
+        return False
+    hook = hooks[0]
+    if set(hook) != {"type", "command", "timeout"} or not isinstance(hook["command"], str):
+        return False
+    if hook["type"] != "command" or hook["timeout"] != HOOK_TIMEOUT_SECONDS:
+        return False
+    return _names_memctl(_words(hook["command"]), "hook")
+
+
+def _is_our_server(server: Any) -> bool:
+    if not isinstance(server, dict) or set(server) != {"command", "args"}:
+        return False
+    command, args = server["command"], server["args"]
+    if not isinstance(command, str) or not isinstance(args, list):
+        return False
+    return all(isinstance(arg, str) for arg in args) and _names_memctl([command, *args], "mcp")
+
+
+def _words(command: str) -> list[str]:
+    try:
+        return shlex.split(command)
+    except ValueError:
+        return []
+
+
+def _runs_the_hook(command: str) -> bool:
+    """Any command that runs memctl (by name or path) with `hook`: one is installed already."""
+    words = _words(command)
+    return any(
+        os.path.basename(word) == PROGRAM and "hook" in words[place + 1 :]
+        for place, word in enumerate(words)
+    )
+
+
+def _add_hooks(settings: dict[str, Any], memctl: Memctl) -> None:
     hooks = _object(settings, "hooks", "hooks")
     for event in HOOK_EVENTS:
         groups = hooks.setdefault(event, [])
         if not isinstance(groups, list):
             raise _Unexpected(f"hooks.{event} (not a list)")
-        if not any(_RUNS_THE_HOOK.search(command) for command in _commands(groups)):
-            groups.append(_group())
+        ours = [place for place, group in enumerate(groups) if _is_our_group(group)]
+        if ours:  # memstore's own, perhaps naming another memctl: this one, in its place
+            groups[ours[0]] = _group(memctl)
+            for place in reversed(ours[1:]):
+                del groups[place]
+        elif not any(_runs_the_hook(command) for command in _commands(groups)):
+            groups.append(_group(memctl))
 
 
 def _remove_hooks(settings: dict[str, Any]) -> None:
@@ -203,7 +338,7 @@ def _remove_hooks(settings: dict[str, Any]) -> None:
         groups = hooks.get(event)
         if not isinstance(groups, list):
             continue
-        kept = [group for group in groups if group != _group()]
+        kept = [group for group in groups if not _is_our_group(group)]
         if len(kept) != len(groups):
             if kept:
                 hooks[event] = kept
@@ -223,15 +358,16 @@ def _commands(groups: list[Any]) -> list[str]:
     ]
 
 
-def _add_server(settings: dict[str, Any]) -> None:
+def _add_server(settings: dict[str, Any], memctl: Memctl) -> None:
     servers = _object(settings, "mcpServers", "mcpServers")
-    if SERVER_NAME not in servers:  # a server of that name, whatever it runs, is the person's
-        servers[SERVER_NAME] = dict(SERVER)
+    # A server of that name that install did not write, whatever it runs, is the person's.
+    if SERVER_NAME not in servers or _is_our_server(servers[SERVER_NAME]):
+        servers[SERVER_NAME] = memctl.server()
 
 
 def _remove_server(settings: dict[str, Any]) -> None:
     servers = settings.get("mcpServers")
-    if isinstance(servers, dict) and servers.get(SERVER_NAME) == SERVER:
+    if isinstance(servers, dict) and _is_our_server(servers.get(SERVER_NAME)):
         del servers[SERVER_NAME]
         if not servers:
             del settings["mcpServers"]
@@ -239,13 +375,19 @@ def _remove_server(settings: dict[str, Any]) -> None:
 
 def _was_only(before: bytes) -> bool:
     """Whether the file held nothing but memstore's own settings (install created it)."""
-    try:
-        settings = json.loads(before)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    settings = _parsed_or_none(before)
+    if settings is None:
         return False
-    if settings == {"mcpServers": {SERVER_NAME: SERVER}}:
-        return True
-    return settings == {"hooks": {event: [_group()] for event in HOOK_EVENTS}}
+    if set(settings) == {"mcpServers"} and isinstance(settings["mcpServers"], dict):
+        servers = settings["mcpServers"]
+        return set(servers) == {SERVER_NAME} and _is_our_server(servers[SERVER_NAME])
+    hooks = settings.get("hooks")
+    if set(settings) != {"hooks"} or not isinstance(hooks, dict) or set(hooks) != set(HOOK_EVENTS):
+        return False
+    return all(
+        isinstance(groups, list) and len(groups) == 1 and _is_our_group(groups[0])
+        for groups in hooks.values()
+    )
 
 
 def _render(settings: dict[str, Any], before: bytes | None) -> bytes:

@@ -7,9 +7,17 @@ changed, nothing is read past a directory listing and nothing is written.
 
 The record is a small JSON file beside the learning queue (`.memory/sessions/`), written by
 the sync once it has run: {"folder": str, "files": [[name, size, mtime_ns], ...], "mark": [...],
-"conflicts": [name, ...], "skipped": {name: why}}: the sync's status, with the files it left
-(changed on both sides) and those it could not import. Each of those is said in one line of
-the learning log when a sync first leaves it (for that reason), not again at every sync.
+"conflicts": [name, ...], "skipped": {name: why}, "id": str, "deleted": [name, ...],
+"spared": [name, ...]}: the sync's status, with the files it left (changed on both sides) and
+those it could not import. Each of those is said in one line of the learning log when a sync
+first leaves it (for that reason), not again at every sync.
+
+A file gone from Claude Code's folder (Claude Code prunes its own memories) deletes its memory
+only if Claude Code created it; a memory another made (the team's) is kept and written back
+(claude_code.sync_folder). Either is said to the person, not only to the model: `deleted` and
+`spared` are what syncs did since the person was last told, and the next SessionStart hook
+shows them in one line (`notice`, Claude Code's `systemMessage`), once: the record's `id` is
+then kept in NOTICE_FILE, and a sync carries over what was not shown yet.
 The sync runs one at a time per store, under the store's run lock of kind SYNC_RUN.
 """
 
@@ -18,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +34,18 @@ from typing import Any
 from memstore.integrations.claude_sessions import note_once, start_worker
 
 STATE_FILE = "claude-code-sync.json"
+# The id of the last sync record whose deletions the person was shown.
+NOTICE_FILE = "claude-code-sync-shown"
+# A notice names this many memories, then says how many more.
+NOTICE_NAMES = 5
+DELETED_NOTICE = (
+    "Claude Code deleted {names} from its memory folder: deleted in memstore too"
+    " ('memctl restore NAME' brings one back)"
+)
+SPARED_NOTICE = (
+    "Claude Code deleted {names} from its memory folder, which it did not create: kept in"
+    " memstore and written back ('memctl rm NAME' deletes one)"
+)
 # The kind of run_lock.run_alone's lock a sync holds: one sync per store.
 SYNC_RUN = "claude-sync"
 SYNC_COMMAND = (sys.executable, "-m", "memctl", "claude", "sync")
@@ -87,22 +108,74 @@ def record(
     *,
     conflicts: Sequence[str] = (),
     skipped: Mapping[str, str] | None = None,
+    deleted: Sequence[str] = (),
+    spared: Sequence[str] = (),
 ) -> None:
     """Record the folder and the store as the sync left them (atomically), with the files it
-    left as they are (`conflicts`) and those it did not import, with why (`skipped`)."""
+    left as they are (`conflicts`) and those it did not import, with why (`skipped`); the
+    memories it deleted and kept whose files were gone, with those of the syncs before whose
+    the person was not shown yet."""
     state_folder.mkdir(mode=0o700, exist_ok=True)
+    last = recorded(state_folder)
+    unshown = last.get("id") is not None and last.get("id") != _shown(state_folder)
     data = {
         "folder": str(folder),
         "files": fingerprint(folder) or [],
         "mark": list(mark),
         "conflicts": sorted(conflicts),
         "skipped": dict(sorted((skipped or {}).items())),
+        "id": uuid.uuid4().hex,
+        "deleted": _names(last.get("deleted") if unshown else None, deleted),
+        "spared": _names(last.get("spared") if unshown else None, spared),
     }
-    path = state_folder / STATE_FILE
+    _write(state_folder / STATE_FILE, json.dumps(data) + "\n")
+
+
+def notice(state_folder: Path) -> str | None:
+    """The line to show the person about what the syncs deleted, or kept, since they were
+    last shown; marked shown as it is given (so given once). None: nothing to say."""
+    last = recorded(state_folder)
+    ident = last.get("id")
+    if not isinstance(ident, str) or ident == _shown(state_folder):
+        return None
+    parts = [
+        line.format(names=_listed(names))
+        for line, names in (
+            (DELETED_NOTICE, _names(last.get("deleted"), ())),
+            (SPARED_NOTICE, _names(last.get("spared"), ())),
+        )
+        if names
+    ]
+    if not parts:
+        return None
+    _write(state_folder / NOTICE_FILE, ident + "\n")
+    return "memstore: " + "; ".join(parts)
+
+
+def _names(earlier: Any, now: Sequence[str]) -> list[str]:
+    kept = [name for name in earlier if isinstance(name, str)] if isinstance(earlier, list) else []
+    return sorted({*kept, *now})
+
+
+def _listed(names: list[str]) -> str:
+    shown = ", ".join(names[:NOTICE_NAMES])
+    more = len(names) - NOTICE_NAMES
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
+def _shown(state_folder: Path) -> str | None:
+    try:
+        return (state_folder / NOTICE_FILE).read_text(encoding="utf-8").strip()
+    except (OSError, ValueError):
+        return None
+
+
+def _write(path: Path, text: str) -> None:
+    """`text` in `path`, atomically, the person's alone; a link is not followed."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
     with os.fdopen(os.open(temporary, flags, 0o600), "w", encoding="utf-8") as file:
-        file.write(json.dumps(data) + "\n")
+        file.write(text)
     os.replace(temporary, path)
 
 
@@ -135,3 +208,11 @@ def log_left(
     for name, reason in sorted(skipped.items()):
         if said_skipped.get(name) != reason:
             log_line(state_folder, SKIPPED_LINE.format(path=folder / name, reason=reason))
+
+
+def log_gone(state_folder: Path, deleted: Sequence[str], spared: Sequence[str]) -> None:
+    """Say in the log the memories this sync deleted, and kept, whose files were gone."""
+    if deleted:
+        log_line(state_folder, DELETED_NOTICE.format(names=", ".join(sorted(deleted))))
+    if spared:
+        log_line(state_folder, SPARED_NOTICE.format(names=", ".join(sorted(spared))))

@@ -179,15 +179,15 @@ def claude_uninstall(
 
 
 def _settings(*, install: bool, user: bool, project: bool, dry_run: bool) -> None:
-    import shutil
-
     from memstore.integrations import claude_settings
 
     if user and project:
         fail("--user and --project: give one")
     scope = "project" if project else "user"
     root = State.workspace.root if project else Path.cwd()  # --user needs no workspace
-    changes = claude_settings.plan(scope, State.settings.claude_config_dir, root, install=install)
+    memctl = _memctl_to_name() if install else None
+    config_dir = State.settings.claude_config_dir
+    changes = claude_settings.plan(scope, config_dir, root, install=install, memctl=memctl)
     for change in changes:
         if dry_run:
             # The settings files' own lines are in the diff: a project's come with its clone.
@@ -198,10 +198,45 @@ def _settings(*, install: bool, user: bool, project: bool, dry_run: bool) -> Non
         err(f"{verb} {change.path}" if change.changed else f"unchanged {change.path}")
     for backup in backups:
         err(f"backup: {backup}")
-    if install and shutil.which("memctl") is None:
-        err("note: memctl is not on PATH: Claude Code will not find it (pipx install it)")
+    for change in changes:
+        if change.spent_backup is not None and not dry_run:
+            err(f"removed {change.spent_backup}: {change.path} is as it was before install")
     if backups or dry_run or any(change.changed for change in changes):
         err("Claude Code reads them when it starts: restart it (/hooks and /mcp show them)")
+
+
+def _memctl_to_name() -> Any:
+    """The memctl the settings name: "memctl" when PATH finds this one, else this one's path;
+    with the --db given on this command line (a file's absolute path, a server's URL)."""
+    import os
+    import shutil
+    import sys
+
+    from memstore.integrations.claude_settings import Memctl, program_for, running_memctl
+    from memstore.settings import shown_url
+
+    running = running_memctl(sys.argv[0], sys.executable)
+    on_path = shutil.which("memctl")
+    program = program_for(running, on_path)
+    if running is None and on_path is None:
+        err("note: memctl is not on PATH: Claude Code will not find it (pipx install it)")
+    elif program != "memctl":
+        found = "no memctl" if on_path is None else f"another memctl ({on_path})"
+        err(f"note: PATH finds {found}: the settings name {program}")
+    db = None
+    # Only a --db typed here: MEMSTORE_DB reaches the hook as it reaches this command.
+    if State.db_given and State.given != State.settings.db:
+        given = State.given
+        if isinstance(given, str):
+            if shown_url(given) != given:
+                fail(
+                    "--db holds a password, which the settings would keep in clear: give "
+                    "the URL without it (the password in ~/.pgpass)"
+                )
+            db = given
+        else:
+            db = os.path.abspath(str(given))  # the hook runs in the session's folder
+    return Memctl(program, db)
 
 
 def hook() -> None:

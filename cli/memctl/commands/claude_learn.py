@@ -84,7 +84,7 @@ def sync() -> None:
     from memstore.errors import MemstoreError
     from memstore.integrations.claude_code import ACTOR, find_folder, sync_folder
     from memstore.integrations.claude_sessions import learning_folder
-    from memstore.integrations.claude_sync import SYNC_RUN, log_left, record
+    from memstore.integrations.claude_sync import SYNC_RUN, log_gone, log_left, record
     from memstore.integrations.door import Door
     from memstore.storage.run_lock import run_alone
 
@@ -107,12 +107,15 @@ def sync() -> None:
                 err(f"{_now()} claude sync: {error}")
                 return
             log_left(state, folder.path, result.conflicts, result.skipped)
+            log_gone(state, result.imported.deleted, result.imported.spared)
             record(
                 state,
                 folder.path,
                 door.store.change_mark(),
                 conflicts=result.conflicts,
                 skipped=result.skipped,
+                deleted=result.imported.deleted,
+                spared=result.imported.spared,
             )
         imported = result.imported
         exported = result.exported
