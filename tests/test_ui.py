@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
+from memstore.errors import CannotUndo, NothingToRestore
 from memstore.storage.store import MemoryStore
 from memstore.storage.undo import undo_run
 from memstore.ui import pages
@@ -229,6 +230,53 @@ def test_an_undone_run_says_by_which(
     undo_page = client.get(f"/runs/{undone.run_id}").text
     assert f'href="/runs/{runs["edit"]}"' in undo_page  # what it undoes
     assert "+Run make deploy." in parsed(undo_page).diff_lines
+
+
+def test_no_restore_or_undo_the_cli_would_refuse_after_a_purge(
+    database: Path | str, runs: dict[str, str], client: TestClient
+) -> None:
+    """After `memctl purge leak-note --yes`, neither its page nor the runs offer a command
+    the CLI refuses: each says why instead, in the CLI's own words."""
+    with MemoryStore(database, actor="test") as store:
+        store.create("leak-note", "project", "a note to purge", "it held something")
+        wrote = store.history.events("leak-note")[-1].run_id
+        purge = store.purge("leak-note").run_id
+        with pytest.raises(NothingToRestore) as restore:
+            store.restore("leak-note")
+        refusals = {}
+        for run_id in (purge, wrote):
+            with pytest.raises(CannotUndo) as undo:
+                undo_run(store, run_id)
+            refusals[run_id] = str(undo.value)
+    memory = client.get("/memory/leak-note").text
+    assert "memctl restore leak-note" not in memory
+    assert restore.value.args[0].endswith("its content was purged from history")
+    assert "cannot be restored: its content was purged from history" in memory
+    listed = client.get("/runs").text
+    for run_id, refusal in refusals.items():
+        assert f"memctl undo {run_id[:8]}" not in listed
+        assert f"memctl undo {run_id[:8]}" not in memory
+        assert f"memctl undo {run_id[:8]}" not in client.get(f"/runs/{run_id}").text
+        assert f"cannot be undone: {refusal}" in listed
+        assert refusal in client.get(f"/runs/{run_id}").text
+    assert "wrote content that was purged from history since" in refusals[purge]
+    # What the CLI would do is still offered: a deleted memory back, the last edit undone.
+    assert "<code>memctl restore old-link</code>" in client.get("/memory/old-link").text
+    assert f"<code>memctl undo {runs['edit'][:8]}</code>" in listed
+
+
+def test_an_undo_that_would_lose_a_later_change_is_not_offered(
+    database: Path | str, runs: dict[str, str], client: TestClient
+) -> None:
+    with MemoryStore(database, actor="test") as store:
+        created = store.history.events("deploy-notes")[0].run_id
+        with pytest.raises(CannotUndo) as undo:
+            undo_run(store, created)
+    assert "undoing it would lose those changes" in str(undo.value)
+    page = client.get("/memory/deploy-notes").text
+    assert f"memctl undo {created[:8]}" not in page
+    assert f"its run cannot be undone: {undo.value}" in page
+    assert f"memctl undo {runs['edit'][:8]}" in page
 
 
 def test_a_long_run_shows_its_first_events(

@@ -133,15 +133,18 @@ def memory(site: Site, request: Request) -> Response:
         merged_ids = [m for e in events if (m := getattr(e, "merged_into", None)) is not None]
         names = reads.names(merged_ids)
         undone = reads.undone_by(list({e.run_id for e in events}))
+        refusals = reads.undo_refusals([e.run_id for e in events])
         sources = reads.merged_sources(list({e.memory_id for e in events}))
         renamed = _renamed_to(reads, name, events) if live is None else None
-    entries = timeline(events, runs, names, undone)
+        restore_refusal = reads.restore_refusal(name) if live is None and not renamed else None
+    entries = timeline(events, runs, names, undone, refusals)
     entries.reverse()  # newest first
     return site.page(
         "memory.html",
         name=name,
         live=live,
         renamed=renamed,
+        restore_refusal=restore_refusal,
         file=render_memory_file(live) if live is not None else None,
         entries=entries,
         sources=sources,
@@ -167,8 +170,11 @@ def runs(site: Site, request: Request) -> Response:
     with site.reads() as reads:
         rows = reads.history.runs(RUNS_SHOWN)
         rows.reverse()  # newest first
-        undone = reads.undone_by([str(row["run_id"]) for row in rows])
-    lines = [RunLine(row, undone.get(str(row["run_id"]))) for row in rows]
+        ids = [str(row["run_id"]) for row in rows]
+        undone = reads.undone_by(ids)
+        changed = [run_id for run_id, row in zip(ids, rows, strict=True) if row["events"]]
+        refusals = reads.undo_refusals(changed)
+    lines = [RunLine(row, undone.get(i), refusals.get(i)) for i, row in zip(ids, rows, strict=True)]
     return site.page("runs.html", runs=lines, limit=RUNS_SHOWN)
 
 
@@ -183,13 +189,15 @@ def run(site: Site, request: Request) -> Response:
         merged_ids = [m for e in events if (m := getattr(e, "merged_into", None)) is not None]
         names = reads.names(merged_ids)
         undone = reads.undone_by([found.id])
-    entries = timeline(events, {found.id: found}, names, undone)
+        refusals = reads.undo_refusals([found.id])
+    entries = timeline(events, {found.id: found}, names, undone, refusals)
     return site.page(
         "run.html",
         run=found,
         kind=kind(found.actor),
         changes=run_changes(found, events, entries),
         undone_by=undone.get(found.id),
+        undo_refusal=refusals.get(found.id),
         undo_command=undo_command(found.id),
         show_name=True,
         total=total,
