@@ -11,14 +11,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from markupsafe import escape
+from memctl.render import visible_controls
 from starlette.testclient import TestClient
 
 from memstore.errors import CannotUndo, NothingToRestore
 from memstore.storage.store import MemoryStore
 from memstore.storage.undo import undo_run
+from memstore.text import show_hidden
 from memstore.ui import pages
 from memstore.ui.app import build_app
 from memstore.ui.guard import cookie_name
+from memstore.ui.shown import shown, visible
 from tests.conftest import raw_sql
 from tests.ui_page import assert_inert, parsed
 from tests.ui_store import HOSTILE, fill
@@ -388,9 +392,28 @@ def test_hostile_memories_shown_inert(client: TestClient, name: str) -> None:
     page = client.get(f"/memory/{name}")
     assert page.status_code == 200
     assert_inert(page.text)
-    shown = {"bidi-and-tags": "\\u202e</span>evil", "ansi-escapes": "\\x1b</span>[31m"}.get(name)
+    shown = {"bidi-and-tags": "\\u{202E}</span>evil", "ansi-escapes": "\\x1b</span>[31m"}.get(name)
     if shown is not None:  # what the memory says is still there, its trick shown
         assert shown in page.text
+
+
+def test_hidden_characters_written_as_the_cli_and_the_hook_write_them() -> None:
+    """One convention: memstore.text's show_hidden (`\\u{E0049}`), controls as the CLI's
+    `\\x1b`; the page only marks each escape."""
+    text = (
+        "safe \u202eevil\u202c \u200bzero tag \U000e0049\U000e0067 \u2764\ufe0f\ufe0f"
+        " red \x1b[31m C1 \x9b bell \x07 \u00e9t\u00e9\tkept\n"
+    )
+    assert visible(text) == visible_controls(text)  # what `memctl show` prints
+    html = str(shown(text))
+    assert re.sub(r'<span class="hidden-char">([^<]*)</span>', r"\1", html) == str(
+        escape(visible_controls(text))
+    )
+    for written in ("\\u{202E}", "\\u{200B}", "\\u{E0049}", "\\u{FE0F}", "\\x1b", "\\x9b"):
+        assert f'<span class="hidden-char">{written}</span>' in html
+    assert "\\U000e" not in html and "\\u202e" not in html
+    hidden_only = "x \u202e \U000e0049 \u2066y"
+    assert visible(hidden_only) == show_hidden(hidden_only)  # what the hook sends a model
 
 
 def test_browsing_writes_nothing(client: TestClient, database: Path | str) -> None:
