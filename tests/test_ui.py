@@ -6,6 +6,8 @@ and that browsing writes nothing."""
 from __future__ import annotations
 
 import hashlib
+import html
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +18,7 @@ from memctl.render import visible_controls
 from starlette.testclient import TestClient
 
 from memstore.errors import CannotUndo, NothingToRestore
+from memstore.integrations import claude_hook
 from memstore.storage.store import MemoryStore
 from memstore.storage.undo import undo_run
 from memstore.text import show_hidden
@@ -308,6 +311,28 @@ def test_recall_shows_the_chosen_their_words_and_the_block(client: TestClient) -
     assert "deploy" in page.text[page.text.index('class="matched"') :]
     block = parsed(page.text).block
     assert block.startswith("<relevant_memories>") and "name: deploy-notes" in block
+    assert "What memctl chat adds to this turn without a model" in page.text
+
+
+def test_recall_shows_what_the_claude_code_hook_adds(
+    client: TestClient, database: Path | str
+) -> None:
+    """The hook's own answer for the prompt, the same text, labelled as the hook's."""
+    prompt = "how do we deploy to staging?"
+    answer = claude_hook.respond(
+        json.dumps({"hook_event_name": "UserPromptSubmit", "prompt": prompt}),
+        db=database if isinstance(database, Path) else str(database),
+    )
+    sent = json.loads(answer)["hookSpecificOutput"]["additionalContext"]
+    assert sent.startswith(claude_hook.RECALL_HEADER)
+    assert "## deploy-notes (project): How we deploy to staging\n" in sent
+    page = client.get("/recall", params={"q": prompt}).text
+    assert "What the Claude Code hook adds to this prompt" in page
+    shown_text = re.search(r'<pre class="block" id="hook-context">(.*?)</pre>', page, re.S)
+    assert shown_text is not None
+    assert html.unescape(re.sub(r"<[^>]+>", "", shown_text.group(1))) == sent
+    nothing = client.get("/recall", params={"q": "zebra giraffe"}).text
+    assert 'id="hook-context-none"' in nothing and "The hook adds nothing" in nothing
 
 
 def test_recall_in_chinese(client: TestClient) -> None:

@@ -7,8 +7,10 @@ template.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from markupsafe import Markup
@@ -207,7 +209,8 @@ def run(site: Site, request: Request) -> Response:
 
 def recall(site: Site, request: Request) -> Response:
     """What offline recall chooses for the prompt (the model is never asked from here), as
-    `memctl recall --offline --json` says it, and the block an agent would receive."""
+    `memctl recall --offline --json` says it; what the Claude Code hook adds to the prompt,
+    its own text; and the block `memctl chat` adds to the turn when no model chooses."""
     from memstore.recall.block import memories_block
     from memstore.recall.turn import recall as recall_memories
 
@@ -217,6 +220,8 @@ def recall(site: Site, request: Request) -> Response:
     with site.reads() as reads:
         result = recall_memories([{"role": "user", "content": text}], RECALL_LIMIT, store=reads)
         found = {name: reads.find(name) for name in result.names}
+        # As chat's turn (agent/memory.py): a memory changed outside memstore is left out.
+        block = memories_block(reads.unaltered(m for m in found.values() if m is not None))
     query = Query.of(text)
     chosen = [
         Chosen(
@@ -228,8 +233,25 @@ def recall(site: Site, request: Request) -> Response:
         )
         for name, memory in found.items()
     ]
-    block = memories_block([m for m in found.values() if m is not None])
-    return site.page("recall.html", query=text, result=result, chosen=chosen, block=block)
+    return site.page(
+        "recall.html",
+        query=text,
+        result=result,
+        chosen=chosen,
+        block=block,
+        hook=hook_context(site.location, text),
+    )
+
+
+def hook_context(location: Path | str, prompt: str) -> str:
+    """What the Claude Code hook adds to `prompt`: the additionalContext of its own answer
+    to a UserPromptSubmit (integrations/claude_hook.py), the same text; "" when it adds
+    nothing (nothing recalled, or the store unreadable: the hook then says why on stderr)."""
+    from memstore.integrations.claude_hook import USER_PROMPT_SUBMIT, respond
+
+    event = {"hook_event_name": USER_PROMPT_SUBMIT, "prompt": prompt}
+    answer = respond(json.dumps(event), db=location)
+    return str(json.loads(answer)["hookSpecificOutput"]["additionalContext"]) if answer else ""
 
 
 @dataclass(frozen=True)
