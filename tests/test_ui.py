@@ -24,9 +24,9 @@ from memstore.storage.undo import undo_run
 from memstore.text import show_hidden
 from memstore.ui import pages
 from memstore.ui.app import build_app
-from memstore.ui.guard import cookie_name
+from memstore.ui.guard import CONTENT_SECURITY_POLICY, SECURITY_HEADERS, cookie_name
 from memstore.ui.shown import shown, visible
-from tests.conftest import raw_sql
+from tests.conftest import ROOT, raw_sql
 from tests.ui_page import assert_inert, parsed
 from tests.ui_store import HOSTILE, fill
 
@@ -114,6 +114,29 @@ def test_every_answer_says_no_script_no_frame_no_sniffing(client: TestClient) ->
         assert response.headers["x-content-type-options"] == "nosniff"
         assert response.headers["x-frame-options"] == "DENY"
         assert response.headers["referrer-policy"] == "no-referrer"
+
+
+def test_the_headers_docs_ui_md_quotes_are_the_ones_sent(client: TestClient) -> None:
+    """docs/ui.md quotes every security header, the policy whole: they are what is sent."""
+    doc = (ROOT / "docs" / "ui.md").read_text(encoding="utf-8")
+    block = doc[doc.index("carries these headers, exactly:") :]
+    block = block[block.index("```text\n") + 8 : block.index("```", block.index("```text") + 7)]
+    quoted = dict(line.strip().split(": ", 1) for line in block.strip().splitlines())
+    assert quoted["Content-Security-Policy"] == CONTENT_SECURITY_POLICY
+    for response in (client.get("/"), anonymous_refusal(client)):
+        sent = {name: response.headers[name] for name in quoted}
+        assert sent == quoted
+    assert len(quoted) == len(SECURITY_HEADERS)
+
+
+def test_docs_ui_md_installs_the_extra_as_the_readme_does() -> None:
+    """From a clone, as the README installs memctl (no registry install of the extra)."""
+    doc = (ROOT / "docs" / "ui.md").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "pip install '.[ui]'" in readme
+    installs = [line for line in doc.splitlines() if line.startswith("pip install")]
+    assert installs and all(line.startswith("pip install '.[ui]'") for line in installs)
+    assert "agent-memstore[" not in doc
 
 
 def anonymous_refusal(client: TestClient) -> object:
