@@ -26,7 +26,8 @@ ALLOWED = {
     "learning": {"recall", "llm", "files", "storage", "base"},
     "agent": {"learning", "recall", "llm", "files", "storage", "base"},
     "integrations": {"learning", "recall", "llm", "files", "storage", "base"},
-    "ui": {"recall", "llm", "files", "storage", "base"},
+    # The page shows what the Claude Code hook adds to a prompt: the hook's own answer.
+    "ui": {"integrations", "recall", "llm", "files", "storage", "base"},
     "cli": {"ui", "integrations", "agent", "learning", "recall", "llm", "files", "storage", "base"},
 }
 BASE = {"memstore.errors", "memstore.settings", "memstore.text", "memstore.limits"}

@@ -6,19 +6,27 @@ and that browsing writes nothing."""
 from __future__ import annotations
 
 import hashlib
+import html
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from markupsafe import escape
+from memctl.render import visible_controls
 from starlette.testclient import TestClient
 
+from memstore.errors import CannotUndo, NothingToRestore
+from memstore.integrations import claude_hook
 from memstore.storage.store import MemoryStore
 from memstore.storage.undo import undo_run
+from memstore.text import show_hidden
 from memstore.ui import pages
 from memstore.ui.app import build_app
-from memstore.ui.guard import cookie_name
-from tests.conftest import raw_sql
+from memstore.ui.guard import CONTENT_SECURITY_POLICY, SECURITY_HEADERS, cookie_name
+from memstore.ui.shown import shown, visible
+from tests.conftest import ROOT, raw_sql
 from tests.ui_page import assert_inert, parsed
 from tests.ui_store import HOSTILE, fill
 
@@ -106,6 +114,29 @@ def test_every_answer_says_no_script_no_frame_no_sniffing(client: TestClient) ->
         assert response.headers["x-content-type-options"] == "nosniff"
         assert response.headers["x-frame-options"] == "DENY"
         assert response.headers["referrer-policy"] == "no-referrer"
+
+
+def test_the_headers_docs_ui_md_quotes_are_the_ones_sent(client: TestClient) -> None:
+    """docs/ui.md quotes every security header, the policy whole: they are what is sent."""
+    doc = (ROOT / "docs" / "ui.md").read_text(encoding="utf-8")
+    block = doc[doc.index("carries these headers, exactly:") :]
+    block = block[block.index("```text\n") + 8 : block.index("```", block.index("```text") + 7)]
+    quoted = dict(line.strip().split(": ", 1) for line in block.strip().splitlines())
+    assert quoted["Content-Security-Policy"] == CONTENT_SECURITY_POLICY
+    for response in (client.get("/"), anonymous_refusal(client)):
+        sent = {name: response.headers[name] for name in quoted}
+        assert sent == quoted
+    assert len(quoted) == len(SECURITY_HEADERS)
+
+
+def test_docs_ui_md_installs_the_extra_as_the_readme_does() -> None:
+    """From a clone, as the README installs memctl (no registry install of the extra)."""
+    doc = (ROOT / "docs" / "ui.md").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "pip install '.[ui]'" in readme
+    installs = [line for line in doc.splitlines() if line.startswith("pip install")]
+    assert installs and all(line.startswith("pip install '.[ui]'") for line in installs)
+    assert "agent-memstore[" not in doc
 
 
 def anonymous_refusal(client: TestClient) -> object:
@@ -231,6 +262,53 @@ def test_an_undone_run_says_by_which(
     assert "+Run make deploy." in parsed(undo_page).diff_lines
 
 
+def test_no_restore_or_undo_the_cli_would_refuse_after_a_purge(
+    database: Path | str, runs: dict[str, str], client: TestClient
+) -> None:
+    """After `memctl purge leak-note --yes`, neither its page nor the runs offer a command
+    the CLI refuses: each says why instead, in the CLI's own words."""
+    with MemoryStore(database, actor="test") as store:
+        store.create("leak-note", "project", "a note to purge", "it held something")
+        wrote = store.history.events("leak-note")[-1].run_id
+        purge = store.purge("leak-note").run_id
+        with pytest.raises(NothingToRestore) as restore:
+            store.restore("leak-note")
+        refusals = {}
+        for run_id in (purge, wrote):
+            with pytest.raises(CannotUndo) as undo:
+                undo_run(store, run_id)
+            refusals[run_id] = str(undo.value)
+    memory = client.get("/memory/leak-note").text
+    assert "memctl restore leak-note" not in memory
+    assert restore.value.args[0].endswith("its content was purged from history")
+    assert "cannot be restored: its content was purged from history" in memory
+    listed = client.get("/runs").text
+    for run_id, refusal in refusals.items():
+        assert f"memctl undo {run_id[:8]}" not in listed
+        assert f"memctl undo {run_id[:8]}" not in memory
+        assert f"memctl undo {run_id[:8]}" not in client.get(f"/runs/{run_id}").text
+        assert f"cannot be undone: {refusal}" in listed
+        assert refusal in client.get(f"/runs/{run_id}").text
+    assert "wrote content that was purged from history since" in refusals[purge]
+    # What the CLI would do is still offered: a deleted memory back, the last edit undone.
+    assert "<code>memctl restore old-link</code>" in client.get("/memory/old-link").text
+    assert f"<code>memctl undo {runs['edit'][:8]}</code>" in listed
+
+
+def test_an_undo_that_would_lose_a_later_change_is_not_offered(
+    database: Path | str, runs: dict[str, str], client: TestClient
+) -> None:
+    with MemoryStore(database, actor="test") as store:
+        created = store.history.events("deploy-notes")[0].run_id
+        with pytest.raises(CannotUndo) as undo:
+            undo_run(store, created)
+    assert "undoing it would lose those changes" in str(undo.value)
+    page = client.get("/memory/deploy-notes").text
+    assert f"memctl undo {created[:8]}" not in page
+    assert f"its run cannot be undone: {undo.value}" in page
+    assert f"memctl undo {runs['edit'][:8]}" in page
+
+
 def test_a_long_run_shows_its_first_events(
     client: TestClient, runs: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -256,6 +334,28 @@ def test_recall_shows_the_chosen_their_words_and_the_block(client: TestClient) -
     assert "deploy" in page.text[page.text.index('class="matched"') :]
     block = parsed(page.text).block
     assert block.startswith("<relevant_memories>") and "name: deploy-notes" in block
+    assert "What memctl chat adds to this turn without a model" in page.text
+
+
+def test_recall_shows_what_the_claude_code_hook_adds(
+    client: TestClient, database: Path | str
+) -> None:
+    """The hook's own answer for the prompt, the same text, labelled as the hook's."""
+    prompt = "how do we deploy to staging?"
+    answer = claude_hook.respond(
+        json.dumps({"hook_event_name": "UserPromptSubmit", "prompt": prompt}),
+        db=database if isinstance(database, Path) else str(database),
+    )
+    sent = json.loads(answer)["hookSpecificOutput"]["additionalContext"]
+    assert sent.startswith(claude_hook.RECALL_HEADER)
+    assert "## deploy-notes (project): How we deploy to staging\n" in sent
+    page = client.get("/recall", params={"q": prompt}).text
+    assert "What the Claude Code hook adds to this prompt" in page
+    shown_text = re.search(r'<pre class="block" id="hook-context">(.*?)</pre>', page, re.S)
+    assert shown_text is not None
+    assert html.unescape(re.sub(r"<[^>]+>", "", shown_text.group(1))) == sent
+    nothing = client.get("/recall", params={"q": "zebra giraffe"}).text
+    assert 'id="hook-context-none"' in nothing and "The hook adds nothing" in nothing
 
 
 def test_recall_in_chinese(client: TestClient) -> None:
@@ -340,9 +440,28 @@ def test_hostile_memories_shown_inert(client: TestClient, name: str) -> None:
     page = client.get(f"/memory/{name}")
     assert page.status_code == 200
     assert_inert(page.text)
-    shown = {"bidi-and-tags": "\\u202e</span>evil", "ansi-escapes": "\\x1b</span>[31m"}.get(name)
+    shown = {"bidi-and-tags": "\\u{202E}</span>evil", "ansi-escapes": "\\x1b</span>[31m"}.get(name)
     if shown is not None:  # what the memory says is still there, its trick shown
         assert shown in page.text
+
+
+def test_hidden_characters_written_as_the_cli_and_the_hook_write_them() -> None:
+    """One convention: memstore.text's show_hidden (`\\u{E0049}`), controls as the CLI's
+    `\\x1b`; the page only marks each escape."""
+    text = (
+        "safe \u202eevil\u202c \u200bzero tag \U000e0049\U000e0067 \u2764\ufe0f\ufe0f"
+        " red \x1b[31m C1 \x9b bell \x07 \u00e9t\u00e9\tkept\n"
+    )
+    assert visible(text) == visible_controls(text)  # what `memctl show` prints
+    html = str(shown(text))
+    assert re.sub(r'<span class="hidden-char">([^<]*)</span>', r"\1", html) == str(
+        escape(visible_controls(text))
+    )
+    for written in ("\\u{202E}", "\\u{200B}", "\\u{E0049}", "\\u{FE0F}", "\\x1b", "\\x9b"):
+        assert f'<span class="hidden-char">{written}</span>' in html
+    assert "\\U000e" not in html and "\\u202e" not in html
+    hidden_only = "x \u202e \U000e0049 \u2066y"
+    assert visible(hidden_only) == show_hidden(hidden_only)  # what the hook sends a model
 
 
 def test_browsing_writes_nothing(client: TestClient, database: Path | str) -> None:

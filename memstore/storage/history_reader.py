@@ -158,6 +158,36 @@ class HistoryReader:
     def run_events(self, run_id: str) -> list[EventRecord]:
         return self._events(f"{_SELECT_EVENTS} WHERE run_id = {self._mark} ORDER BY id", [run_id])
 
+    def events_after(self, event_id: int, memory_ids: Sequence[int]) -> list[EventRecord]:
+        """Events newer than `event_id` of any of the memories `memory_ids`."""
+        found: list[EventRecord] = []
+        ids = list(memory_ids)
+        for start in range(0, len(ids), _IDS_PER_QUERY):
+            chunk = ids[start : start + _IDS_PER_QUERY]
+            marks = ", ".join([self._mark] * len(chunk))
+            found += self._events(
+                f"{_SELECT_EVENTS} WHERE id > {self._mark} AND memory_id IN ({marks}) ORDER BY id",
+                [event_id, *chunk],
+            )
+        return found
+
+    def hidden_events(self, run_id: str) -> int:
+        """How many events of the run this connection cannot see: on a server, those of
+        other people's own memories (event_chain counts every event); 0 on SQLite."""
+        if not backend_of(self._connection).server:
+            return 0
+        row = self._connection.execute(
+            f"SELECT (SELECT count(*) FROM event_chain WHERE run_id = {self._mark})"
+            f" - (SELECT count(*) FROM memory_event WHERE run_id = {self._mark})",
+            [run_id, run_id],
+        ).fetchone()
+        return int(row[0])
+
+    def undo_of(self, run_id: str) -> RunRecord | None:
+        """The run that undid `run_id`, if one did."""
+        runs = self._runs(f"{_SELECT_RUNS} WHERE undoes = {self._mark} LIMIT 1", [run_id])
+        return runs[0] if runs else None
+
     def find_run(self, prefix: str) -> RunRecord:
         # As SQLAlchemy's startswith(autoescape=True): LIKE, its wildcards in `prefix` escaped.
         pattern = "".join(_ESCAPE + c if c in ("%", "_", _ESCAPE) else c for c in prefix) + "%"

@@ -34,6 +34,7 @@ from memstore.storage.models import (
 )
 from memstore.storage.purge import erase_purged, is_purged
 from memstore.storage.state import state_hash
+from memstore.storage.undoable import NAME_TAKEN, NONE_DELETED, PURGED, restore_refusal
 from memstore.storage.validation import check_name, refuse_secrets, with_suffix
 
 # The most memory ids a transaction takes from the server's sequence at once.
@@ -214,24 +215,30 @@ class WriteTransaction:
 
     def restore(self, name: str) -> MemoryRecord:
         """Bring back the most recently deleted memory called `name`."""
-        if name in self._live_names():
-            raise NothingToRestore(name, "a memory with that name exists")
-        deleted_here = [m for m in self._changed.values() if m.name == name and not m.is_live]
-        memory = max(deleted_here, key=lambda m: m.id) if deleted_here else None
-        if memory is None:
-            rows = self.connection.execute(
-                select(memory_table)
-                .where(memory_table.c.name == name, ~LIVE)
-                .order_by(memory_table.c.deleted_at.desc(), memory_table.c.id.desc())
-            ).mappings()
-            # Skip rows this transaction has already changed (restored, renamed).
-            memory = next((MemoryRecord(**r) for r in rows if r["id"] not in self._changed), None)
-        if memory is None:
-            raise NothingToRestore(name, "no deleted memory has that name")
-        if is_purged(self.connection, memory.id):
-            raise NothingToRestore(name, "its content was purged from history")
+        taken = name in self._live_names()
+        memory = None if taken else self._latest_deleted(name)
+        refusal = restore_refusal(
+            name_taken=taken,
+            deleted_id=None if memory is None else memory.id,
+            purged=memory is not None and is_purged(self.connection, memory.id),
+        )
+        if refusal is not None or memory is None:
+            raise NothingToRestore(name, refusal or NONE_DELETED)
         self._refuse_secrets(memory)
         return self._apply(memory.changed(deleted_at=None), Operation.RESTORE, memory)
+
+    def _latest_deleted(self, name: str) -> MemoryRecord | None:
+        """The deleted memory called `name` that restore brings back: the latest deleted."""
+        deleted_here = [m for m in self._changed.values() if m.name == name and not m.is_live]
+        if deleted_here:
+            return max(deleted_here, key=lambda m: m.id)
+        rows = self.connection.execute(
+            select(memory_table)
+            .where(memory_table.c.name == name, ~LIVE)
+            .order_by(memory_table.c.deleted_at.desc(), memory_table.c.id.desc())
+        ).mappings()
+        # Skip rows this transaction has already changed (restored, renamed).
+        return next((MemoryRecord(**r) for r in rows if r["id"] not in self._changed), None)
 
     def restore_id(self, memory_id: int) -> MemoryRecord:
         """Bring back one particular deleted memory (an undo knows exactly which)."""
@@ -239,9 +246,9 @@ class WriteTransaction:
         if memory.is_live:
             raise NothingToRestore(memory.name, "it is not deleted")
         if memory.name in self._live_names():
-            raise NothingToRestore(memory.name, "a memory with that name exists")
+            raise NothingToRestore(memory.name, NAME_TAKEN)
         if is_purged(self.connection, memory.id):
-            raise NothingToRestore(memory.name, "its content was purged from history")
+            raise NothingToRestore(memory.name, PURGED)
         self._refuse_secrets(memory)
         return self._apply(memory.changed(deleted_at=None), Operation.RESTORE, memory)
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from memstore.errors import CannotUndo, NothingToRestore
-from memstore.storage.chain import is_purged
 from memstore.storage.fields import restoring
 from memstore.storage.models import MemoryEvent, Operation, Run
 from memstore.storage.store import MemoryStore
+from memstore.storage.undoable import undo_refusal
 
 ACTOR = "undo"
 
@@ -52,25 +52,10 @@ def undo_run(store: MemoryStore, run_id: str) -> UndoResult:
     ) as tx:
         # Checked inside the transaction, which holds the write lock: nothing can change
         # between these checks and the undo.
-        undone_by = store.history.undo_of(run.id)
-        if undone_by is not None:
-            raise CannotUndo(f"run {short} was already undone by run {undone_by.id[:8]}")
         events = store.history.run_events(run.id)
-        if store.history.hidden_events(run.id):
-            raise CannotUndo(
-                f"run {short} also changed memories that are another person's own; "
-                "only they can undo it"
-            )
-        if not events:
-            raise CannotUndo(f"run {short} changed no memory")
-        if any(is_purged(e.old_value) or is_purged(e.new_value) for e in events):
-            raise CannotUndo(f"run {short} wrote content that was purged from history since")
-        later = _changed_after(store, events)
-        if later:
-            raise CannotUndo(
-                f"changed since run {short}: {', '.join(later)}; "
-                "undoing it would lose those changes"
-            )
+        refusal = undo_refusal(store.history, run.id, events)
+        if refusal is not None:
+            raise CannotUndo(refusal)
         first: dict[int, MemoryEvent] = {}
         for event in events:
             first.setdefault(event.memory_id, event)
@@ -99,10 +84,3 @@ def undo_run(store: MemoryStore, run_id: str) -> UndoResult:
             tx.update(memory, **restoring(old))
         result.run_id = tx.run_id
     return result
-
-
-def _changed_after(store: MemoryStore, events: list[MemoryEvent]) -> list[str]:
-    """Names of the run's memories that have events after the run's last one."""
-    last = max(event.id or 0 for event in events)
-    touched = sorted({event.memory_id for event in events})
-    return sorted({event.memory_name for event in store.history.events_after(last, touched)})

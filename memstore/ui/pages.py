@@ -7,8 +7,10 @@ template.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from markupsafe import Markup
@@ -133,15 +135,18 @@ def memory(site: Site, request: Request) -> Response:
         merged_ids = [m for e in events if (m := getattr(e, "merged_into", None)) is not None]
         names = reads.names(merged_ids)
         undone = reads.undone_by(list({e.run_id for e in events}))
+        refusals = reads.undo_refusals([e.run_id for e in events])
         sources = reads.merged_sources(list({e.memory_id for e in events}))
         renamed = _renamed_to(reads, name, events) if live is None else None
-    entries = timeline(events, runs, names, undone)
+        restore_refusal = reads.restore_refusal(name) if live is None and not renamed else None
+    entries = timeline(events, runs, names, undone, refusals)
     entries.reverse()  # newest first
     return site.page(
         "memory.html",
         name=name,
         live=live,
         renamed=renamed,
+        restore_refusal=restore_refusal,
         file=render_memory_file(live) if live is not None else None,
         entries=entries,
         sources=sources,
@@ -167,8 +172,11 @@ def runs(site: Site, request: Request) -> Response:
     with site.reads() as reads:
         rows = reads.history.runs(RUNS_SHOWN)
         rows.reverse()  # newest first
-        undone = reads.undone_by([str(row["run_id"]) for row in rows])
-    lines = [RunLine(row, undone.get(str(row["run_id"]))) for row in rows]
+        ids = [str(row["run_id"]) for row in rows]
+        undone = reads.undone_by(ids)
+        changed = [run_id for run_id, row in zip(ids, rows, strict=True) if row["events"]]
+        refusals = reads.undo_refusals(changed)
+    lines = [RunLine(row, undone.get(i), refusals.get(i)) for i, row in zip(ids, rows, strict=True)]
     return site.page("runs.html", runs=lines, limit=RUNS_SHOWN)
 
 
@@ -183,13 +191,15 @@ def run(site: Site, request: Request) -> Response:
         merged_ids = [m for e in events if (m := getattr(e, "merged_into", None)) is not None]
         names = reads.names(merged_ids)
         undone = reads.undone_by([found.id])
-    entries = timeline(events, {found.id: found}, names, undone)
+        refusals = reads.undo_refusals([found.id])
+    entries = timeline(events, {found.id: found}, names, undone, refusals)
     return site.page(
         "run.html",
         run=found,
         kind=kind(found.actor),
         changes=run_changes(found, events, entries),
         undone_by=undone.get(found.id),
+        undo_refusal=refusals.get(found.id),
         undo_command=undo_command(found.id),
         show_name=True,
         total=total,
@@ -199,7 +209,8 @@ def run(site: Site, request: Request) -> Response:
 
 def recall(site: Site, request: Request) -> Response:
     """What offline recall chooses for the prompt (the model is never asked from here), as
-    `memctl recall --offline --json` says it, and the block an agent would receive."""
+    `memctl recall --offline --json` says it; what the Claude Code hook adds to the prompt,
+    its own text; and the block `memctl chat` adds to the turn when no model chooses."""
     from memstore.recall.block import memories_block
     from memstore.recall.turn import recall as recall_memories
 
@@ -209,6 +220,8 @@ def recall(site: Site, request: Request) -> Response:
     with site.reads() as reads:
         result = recall_memories([{"role": "user", "content": text}], RECALL_LIMIT, store=reads)
         found = {name: reads.find(name) for name in result.names}
+        # As chat's turn (agent/memory.py): a memory changed outside memstore is left out.
+        block = memories_block(reads.unaltered(m for m in found.values() if m is not None))
     query = Query.of(text)
     chosen = [
         Chosen(
@@ -220,8 +233,25 @@ def recall(site: Site, request: Request) -> Response:
         )
         for name, memory in found.items()
     ]
-    block = memories_block([m for m in found.values() if m is not None])
-    return site.page("recall.html", query=text, result=result, chosen=chosen, block=block)
+    return site.page(
+        "recall.html",
+        query=text,
+        result=result,
+        chosen=chosen,
+        block=block,
+        hook=hook_context(site.location, text),
+    )
+
+
+def hook_context(location: Path | str, prompt: str) -> str:
+    """What the Claude Code hook adds to `prompt`: the additionalContext of its own answer
+    to a UserPromptSubmit (integrations/claude_hook.py), the same text; "" when it adds
+    nothing (nothing recalled, or the store unreadable: the hook then says why on stderr)."""
+    from memstore.integrations.claude_hook import USER_PROMPT_SUBMIT, respond
+
+    event = {"hook_event_name": USER_PROMPT_SUBMIT, "prompt": prompt}
+    answer = respond(json.dumps(event), db=location)
+    return str(json.loads(answer)["hookSpecificOutput"]["additionalContext"]) if answer else ""
 
 
 @dataclass(frozen=True)

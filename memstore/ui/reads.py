@@ -1,7 +1,8 @@
 """The reads the page needs beyond MemoryReads, on the same read-only DBAPI connection
 (ReadOnlyStore's: sqlite3 or psycopg, no SQLAlchemy, never a write): a page of the listing
 with counts per type, the last change of each memory listed, memories' names by id, the runs
-an undo undid, the store's growth by day, and the history's chain verified.
+an undo undid, why an undo or a restore would be refused (storage/undoable.py's rules), the
+store's growth by day, and the history's chain verified.
 
 On a PostgreSQL server, row-level security applies to every one of them: a person sees
 what they may.
@@ -19,6 +20,7 @@ from memstore.storage.chain import ChainReport, verify
 from memstore.storage.fields import LIVE_SQL
 from memstore.storage.history_reader import EVENT_COLUMNS, EventRecord
 from memstore.storage.reads import ReadOnlyStore, checked_type
+from memstore.storage.undoable import restore_refusal_of, undo_refusal
 
 # SQLite limits the number of bound parameters in one statement.
 _IDS_PER_QUERY = 500
@@ -145,6 +147,21 @@ class UiReads(ReadOnlyStore):
             ).fetchall()
             found.update((str(undoes), str(id)) for undoes, id in rows)
         return found
+
+    def undo_refusals(self, run_ids: Sequence[str]) -> dict[str, str]:
+        """Why `memctl undo` would refuse each of these runs, for those it would: the
+        rules undo itself applies (storage/undoable.py)."""
+        history = self.history
+        found: dict[str, str] = {}
+        for run_id in dict.fromkeys(run_ids):
+            refusal = undo_refusal(history, run_id, history.run_events(run_id))
+            if refusal is not None:
+                found[run_id] = refusal
+        return found
+
+    def restore_refusal(self, name: str) -> str | None:
+        """Why `memctl restore NAME` would be refused now, or None: restore's own rules."""
+        return restore_refusal_of(self._connection, name)
 
     def growth(self) -> list[tuple[str, int]]:
         """Each day that changed how many memories are live, and by how much."""

@@ -1,7 +1,7 @@
 """What a run did, as the runs pages show it: its kind (a consolidation, an import, a chat's
-or a Claude Code session's learning, a command...), its counts, the command that undoes it,
-and for one run its changes: a consolidation's merges (sources → result), its drops and
-rewrites; any other run's events, each with its diff.
+or a Claude Code session's learning, a command...), its counts, the command that undoes it
+or why `memctl undo` would refuse to, and for one run its changes: a consolidation's merges
+(sources → result), its drops and rewrites; any other run's events, each with its diff.
 """
 
 from __future__ import annotations
@@ -40,10 +40,12 @@ def undo_command(run_id: str) -> str:
 
 @dataclass(frozen=True)
 class RunLine:
-    """A run in the list: run_summary's row, its kind, and the run that undid it."""
+    """A run in the list: run_summary's row, its kind, the run that undid it, and why
+    `memctl undo` would refuse it (None: it would not)."""
 
     row: Mapping[str, Any]
     undone_by: str | None
+    undo_refusal: str | None = None
 
     @property
     def id(self) -> str:

@@ -1,6 +1,7 @@
 """A memory's timeline: each event of its history as a diff of its canonical file against
 the state before it, with who made it (actor, the OS identity and host its run recorded),
-the run and its command, what it merged or was merged into, and the command that undoes it.
+the run and its command, what it merged or was merged into, and the command that undoes it
+(or why `memctl undo` would refuse to).
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ class Entry:
     purged: bool = False
     merged_into: str | None = None  # the memory's name this one was merged into
     undone_by: str | None = None
+    # Why `memctl undo` of its run would be refused (storage/undoable.py), if it would.
+    undo_refusal: str | None = None
 
     @property
     def undo_command(self) -> str:
@@ -80,9 +83,11 @@ def timeline(
     runs: Mapping[str, RunView],
     names: Mapping[int, str],
     undone_by: Mapping[str, str],
+    undo_refusals: Mapping[str, str],
 ) -> list[Entry]:
     """The events, oldest first, each with its diff; `names` are memories' names by id (for
-    merged_into), `undone_by` the run that undid a run."""
+    merged_into), `undone_by` the run that undid a run, `undo_refusals` why undoing a run
+    would be refused."""
     entries = []
     for event in events:
         run = runs.get(event.run_id)
@@ -102,6 +107,7 @@ def timeline(
             purged=purged,
             merged_into=names.get(merged) if merged is not None else None,
             undone_by=undone_by.get(event.run_id),
+            undo_refusal=undo_refusals.get(event.run_id),
         )
         if not purged and event.operation != "delete":
             entry.diff = diff(event.old_value, event.new_value)
