@@ -131,13 +131,17 @@ class ExportConflict(MemstoreError):
             )
         if kinds & {"both", "deleted"}:
             advice.append(
-                "where both changed, redo the file's edit with 'memctl edit' (or restore)"
+                f"where both changed, '{import_command} --force' takes the file's text (history"
+                " keeps the database's), or redo the file's edit with 'memctl edit' (or restore)"
             )
         if "unknown" in kinds:
             advice.append(
                 f"'{import_command}' would take an unknown file's text over the database's"
             )
-        advice.append(f"'{export_command} --force' overwrites them all with the database's")
+        advice.append(
+            f"'{export_command} --force' overwrites them all with the database's, keeping a"
+            " copy of each beside it"
+        )
         super().__init__(
             f"refusing to overwrite {len(self.paths)} file(s) in {directory} that hold text the "
             f"database does not have: {shown}; {'; '.join(advice)}"

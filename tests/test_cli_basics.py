@@ -80,6 +80,24 @@ def test_counts_are_said_in_the_singular_and_plural(memctl: MemctlRunner) -> Non
     assert two.stderr == "keyword recall (offline): 2 memories\n"
 
 
+def test_rm_twice_and_a_rename_say_what_happened(memctl: MemctlRunner) -> None:
+    memctl("add", "deploy-db", "-t", "project", "-d", "The deploy database", "-b", "Postgres")
+    renamed = memctl("edit", "deploy-db", "--name", "renamed-db")
+    assert renamed.stderr == "renamed deploy-db to renamed-db\n"
+    both = memctl("edit", "renamed-db", "--name", "deploy-db", "-d", "Where deploys go")
+    assert both.stderr == "renamed renamed-db to deploy-db, and updated its description\n"
+    assert memctl("rm", "deploy-db").returncode == 0
+    again = memctl("rm", "deploy-db")
+    assert again.returncode == 1
+    assert again.stderr == (
+        "memctl: error: deploy-db is already deleted (restore with: memctl restore deploy-db)\n"
+    )
+    assert memctl("rm", "never-was").stderr == "memctl: error: no memory named 'never-was'\n"
+    memctl("restore", "deploy-db")
+    assert memctl("purge", "deploy-db", "--yes").returncode == 0
+    assert "its content purged: it cannot be restored" in memctl("rm", "deploy-db").stderr
+
+
 def test_a_connection_error_reads_as_one_sentence(memctl: MemctlRunner) -> None:
     memctl("add", "deploy-notes", "-t", "project", "-d", "How we deploy", "-b", "Deploy on Monday")
     nobody = {"ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}

@@ -82,6 +82,32 @@ def _remove_files(directory: Path, names: list[str], applied: FolderChanges) -> 
             applied.removed.append(name)
 
 
+def keep_copies(directory: Path, contents: dict[str, bytes]) -> dict[str, Path]:
+    """Each file's text in a new file beside it, `.<file>.overwritten-<UTC time>`, before
+    `export --force` overwrites or removes it; the copies made, by file. A hidden name that
+    does not end in `.md`: neither import nor export reads it, and nothing removes it."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    kept = {}
+    for name, content in contents.items():
+        for attempt in range(1, 1000):
+            suffix = "" if attempt == 1 else f"-{attempt}"
+            path = directory / f".{name}.overwritten-{stamp}{suffix}"
+            try:
+                fd = os.open(path, _CREATE_FLAGS, 0o666)
+                with open(fd, "wb", closefd=True) as handle:
+                    handle.write(content)
+            except FileExistsError:  # a copy of the same second: the next number
+                continue
+            except OSError as error:
+                raise ExportFailed(
+                    f"cannot keep a copy of {directory / name} before overwriting it"
+                    f" ({error.strerror or error}): nothing was overwritten"
+                ) from None
+            kept[name] = path
+            break
+    return kept
+
+
 def is_export_file_name(file_name: str) -> bool:
     """A Markdown file directly in the folder (a record may come from an import, so any such
     name, not only `<memory name>.md`); never a path elsewhere."""

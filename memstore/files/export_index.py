@@ -67,12 +67,13 @@ def plan_index(
     disk = read_folder_file(directory / INDEX_FILE_NAME)
     if sha256(disk) == new_hash:
         plan.adopted[INDEX_FILE_NAME] = disk
-    elif (
-        force
-        or (record is not None and sha256(disk) == record.sha256)
-        or _says_an_index_state(store, disk)
+    elif (record is not None and sha256(disk) == record.sha256) or _says_an_index_state(
+        store, disk
     ):
         plan.writes[INDEX_FILE_NAME] = index
+    elif force:  # someone's index replaced: theirs is kept in a copy
+        plan.writes[INDEX_FILE_NAME] = index
+        plan.overwritten[INDEX_FILE_NAME] = disk
     else:
         plan.notes.append(
             f"{INDEX_FILE_NAME} was not written by memstore: left as it is "

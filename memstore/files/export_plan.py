@@ -41,6 +41,9 @@ class ExportPlan:
     suspects: dict[str, tuple[int | None, bytes, str, bytes | None]] = field(default_factory=dict)
     # Recorded files that are gone already: their records go, there is nothing to delete.
     forgotten: list[str] = field(default_factory=list)
+    # With force: the files overwritten or removed that hold text the database does not
+    # have (a hand edit), and that text, kept in a copy beside each before it is lost.
+    overwritten: dict[str, bytes] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     unchanged: int = 0
 
@@ -110,11 +113,12 @@ def plan_memory(
     memory: MemoryRecord,
     record: Row[Any] | None,
     stat: os.stat_result | None,
-    force: bool,
     *,
     recheck: bool = False,
 ) -> None:
-    """`recheck`: `memory` is what the file must say, not the stored memory (its hidden
+    """A file memstore wrote and no one changed since is rewritten; one that differs is a
+    suspect, settled against history (with force too: a hand edit is kept in a copy).
+    `recheck`: `memory` is what the file must say, not the stored memory (its hidden
     characters shown), so a file as memstore last wrote it for this version is compared with
     it too: an older memstore wrote the memory as it is."""
     if stat is None:
@@ -140,7 +144,7 @@ def plan_memory(
             plan.unchanged += 1  # rechecked, and as recorded: nothing to record again
         else:
             plan.adopted[file_name] = disk
-    elif force or (record is not None and disk_hash == record.sha256):
+    elif record is not None and disk_hash == record.sha256:
         plan.writes[file_name] = content
     else:
         if record is None:
@@ -150,13 +154,16 @@ def plan_memory(
         plan.suspects[file_name] = (memory.id, disk, kind, content)
 
 
-def settle_suspects(store: MemoryStore, plan: ExportPlan, *, hidden_shown: bool = False) -> None:
+def settle_suspects(
+    store: MemoryStore, plan: ExportPlan, *, force: bool = False, hidden_shown: bool = False
+) -> None:
     """Files that differ from what memstore last recorded there: those that say exactly
     what a version of their memory said are memstore's (an export was interrupted before it
     recorded them; the project was moved, copied or cloned) and are overwritten or removed;
     the rest hold text the database does not have, and are conflicts (but a file no record
-    knows, kind "", is someone's and is left). `hidden_shown`: a version said with its
-    hidden characters shown is one too."""
+    knows, kind "", is someone's and is left). With `force` a conflict is overwritten or
+    removed too, its text in `overwritten`, to be kept. `hidden_shown`: a version said with
+    its hidden characters shown is one too."""
     if not plan.suspects:
         return
     with store.engine.connect() as connection:
@@ -165,9 +172,13 @@ def settle_suspects(store: MemoryStore, plan: ExportPlan, *, hidden_shown: bool 
         versions = {memory_id: with_shown(said) for memory_id, said in versions.items()}
     for file_name, (memory_id, disk, kind, content) in plan.suspects.items():
         if memory_id is None or not file_says_a_version(disk, file_name, versions[memory_id]):
-            if kind:  # "": someone's file, left as it is
+            if not kind:  # someone's file, left as it is
+                continue
+            if not force:
                 plan.conflicts[file_name] = kind
-        elif content is None:
+                continue
+            plan.overwritten[file_name] = disk
+        if content is None:
             plan.removals.append(file_name)
         else:
             plan.writes[file_name] = content

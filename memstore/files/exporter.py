@@ -4,7 +4,8 @@ Files are written atomically (temporary file + rename), only when their content 
 MEMORY.md last. What was written is recorded in `exported_file`, so the next export can skip
 unchanged memories without rendering them, and can tell a hand edit from its own output: a
 file that differs both from what memstore last wrote and from what it would write now was
-edited by hand, and is never overwritten without `force`.
+edited by hand, and is never overwritten without `force` (and then its text is first kept
+in a copy beside it).
 
 Each memory's file is planned by `export_plan`, MEMORY.md by `export_index`, and the folder
 written by `export_folder`; here an export is run under the folder's lock and recorded.
@@ -24,6 +25,7 @@ from memstore.files.export_folder import (
     FolderChanges,
     folder_lock,
     is_export_file_name,
+    keep_copies,
     markdown_files,
     read_folder_file,
     remove_stale_temporaries,
@@ -67,6 +69,9 @@ class ExportResult:
     # With `hold_conflicts`: the files left as they are, each with which side is newer
     # (ExportConflict's reasons).
     held: dict[str, str] = field(default_factory=dict)
+    # With `force`: each file overwritten or removed that held text the database does not
+    # have (a hand edit), and the copy of it kept beside it (keep_copies).
+    kept: dict[str, Path] = field(default_factory=dict)
 
 
 def export_memories(
@@ -167,7 +172,6 @@ def _export_locked(
             written,
             records.get(file_name),
             on_disk.get(file_name),
-            force,
             recheck=written is not full,
         )
     if index is None:
@@ -184,7 +188,7 @@ def _export_locked(
         record = records[file_name]
         if file_name not in on_disk:
             plan.forgotten.append(file_name)
-        elif force or _disk_matches_record(directory / file_name, record, on_disk[file_name]):
+        elif _disk_matches_record(directory / file_name, record, on_disk[file_name]):
             plan.removals.append(file_name)
         else:
             kind = "both" if record.memory_id in live_ids else "deleted"
@@ -198,7 +202,7 @@ def _export_locked(
                 None,
             )
     private_leftovers(plan, directory, private, records, targets, on_disk)
-    settle_suspects(store, plan, hidden_shown=hidden_shown)
+    settle_suspects(store, plan, force=force, hidden_shown=hidden_shown)
     if plan.conflicts and not hold_conflicts:
         raise ExportConflict(str(directory), sorted(plan.conflicts), plan.conflicts)
     # Held, a conflicting file is neither written nor removed, and its record stays: the
@@ -212,6 +216,8 @@ def _export_locked(
         removed = sorted(n for n in plan.removals if n in on_disk)
         unchanged = plan.unchanged + len(plan.adopted)
         return ExportResult(directory, ordered, removed, unchanged, held=dict(plan.conflicts))
+    # Before anything is overwritten: what only the file holds is never lost.
+    kept = keep_copies(directory, plan.overwritten)
     applied = FolderChanges(stats={name: on_disk[name] for name in plan.adopted})
     contents = dict(plan.adopted)
     try:
@@ -233,6 +239,7 @@ def _export_locked(
         plan.unchanged + len(plan.adopted),
         plan.notes,
         dict(plan.conflicts),
+        kept,
     )
 
 

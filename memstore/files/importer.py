@@ -214,6 +214,8 @@ def _since_last_export(
     export): importing it would undo the change since, so it is left out with a note. A file
     edited by hand whose memory also changed in the database since is a conflict.
     """
+    # This folder's import command: `memctl import`, or `memctl claude import`.
+    import_command = export_command.removesuffix("export") + "import"
     by_id = {m.id: m for m in live}
     kept = []
     suspects = []
@@ -257,7 +259,8 @@ def _since_last_export(
                 item.path,
                 f"edited by hand, and its memory was {since} in the database since the "
                 "last export: both are newer; keep the database's with "
-                f"'{export_command} --force', or redo the edit with 'memctl edit'",
+                f"'{export_command} --force', the file's with '{import_command} --force', or"
+                " redo the edit with 'memctl edit'",
             )
         )
     # Repairs are said of the files imported: one unchanged since was reported when it was.

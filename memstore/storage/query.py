@@ -20,8 +20,12 @@ def query_failed(sql: str, error: object) -> QueryFailed:
     words = sql.lstrip(" \t\r\n(").split(None, 1)
     first = words[0].lower() if words else ""
     writes = first not in READ_STATEMENTS or (first == "pragma" and "=" in sql)
-    hint = " (memctl sql runs one read-only query, such as SELECT; it never changes the store)"
-    return QueryFailed(f"sql: {error}{hint if writes else ''}")
+    if writes:  # the engine's words for it ("disk I/O error") would read as a broken disk
+        return QueryFailed(
+            "sql: the store is read-only here: memctl sql runs one read-only query, such as"
+            f" SELECT, and never changes the store (the database answered: {error})"
+        )
+    return QueryFailed(f"sql: {error}")
 
 
 def time_limit_reached(timeout: float | None) -> QueryFailed:

@@ -19,6 +19,7 @@ from memctl.context import (
 )
 from memctl.render import (
     change_summary,
+    count,
     event_as_dict,
     print_json,
     print_json_rows,
@@ -67,19 +68,16 @@ def history(
     json: JsonOption = False,
 ) -> None:
     """The audit log: every change, oldest first."""
+    _refuse_conflicting(name, limit, runs, run_id, verify)
     if verify:
         _verify(json)
         return
     if run_id is not None:
-        if name is not None or runs:
-            fail("--run shows one run; leave out the name and --runs")
         with reading() as store:
             run = store.history.find_run(run_id)
             _show_run(run, store.history.run_events(run.id), json)
         return
     if runs:
-        if name is not None:
-            fail("--runs lists every run; leave out the name")
         with reading() as store:
             rows = store.history.runs(limit)
         if json:
@@ -124,6 +122,34 @@ def history(
         events_table(events)
     else:
         err("no history yet" if name is None else f"no history for {name!r}")
+
+
+def _refuse_conflicting(
+    name: str | None, limit: int | None, runs: bool, run_id: str | None, verify: bool
+) -> None:
+    """history's views are one at a time: an option another view would leave out is refused,
+    never silently dropped."""
+    views = [
+        (flag, what)
+        for flag, what, given in (
+            ("--verify", "checks the whole history", verify),
+            ("--run", "shows one run", run_id is not None),
+            ("--runs", "lists every run", runs),
+        )
+        if given
+    ]
+    if len(views) > 1:
+        fail(f"{views[0][0]} and {views[1][0]} cannot be combined: give one of them")
+    if not views:
+        return
+    flag, what = views[0]
+    left_out = [
+        option
+        for option, given in (("the name", name is not None), ("--limit", limit is not None))
+        if given and not (flag == "--runs" and option == "--limit")
+    ]
+    if left_out:
+        fail(f"{flag} {what}; leave out {' and '.join(left_out)}")
 
 
 def undo(
@@ -183,7 +209,8 @@ def purge(
                 fail("purge cannot be undone: run again with --yes to confirm")
             memories = len({event.memory_id for event in events})
             typer.confirm(
-                f"Erase the content of {name!r} ({memories} memory, {len(events)} events) "
+                f"Erase the content of {name!r} ({count(memories, 'memory', 'memories')},"
+                f" {count(len(events), 'event')}) "
                 "from history? The memory is deleted and cannot be restored",
                 abort=True,
                 err=True,
@@ -198,7 +225,8 @@ def purge(
                 " memctl purge as that role (docs/postgresql.md)"
             )
         err(
-            f"purged {name}: the content of {report.events} events erased (run {report.run_id[:8]})"
+            f"purged {name}: the content of {count(report.events, 'event')} erased"
+            f" (run {report.run_id[:8]})"
         )
         _purge_files(store, {e.memory_id for e in events}, {e.memory_name for e in events})
 
@@ -244,6 +272,8 @@ def sql(
     The time limit covers printing too."""
     import signal
 
+    if not query.strip():  # most often an unset variable ("$QUERY"): nothing would print
+        fail('sql: the query is empty: give one, such as "SELECT name FROM live_memory"')
     # Opening it migrates the database first, where it can be written.
     with open_store(read_only=True) as store:
         running = store.read_only_query(query, timeout=timeout or None, max_rows=max_rows or None)
@@ -258,6 +288,8 @@ def sql(
                 print_json_rows(columns, running.rows())
             elif columns:
                 print_table(columns, running.rows())
+            else:  # a comment only, or a statement that returns nothing
+                err("sql: the query returns no columns: nothing to show")
         except KeyboardInterrupt:
             sys.stdout.flush()
             err("memctl: sql interrupted")
@@ -292,9 +324,8 @@ def _verify(json: bool) -> None:
             raise SystemExit(1) from None
         for problem in error.problems:
             err(f"history: {problem}")
-        count = len(error.problems)
         fail(
-            f"history does not verify: {count} difference{'s' if count > 1 else ''} above;"
+            f"history does not verify: {count(len(error.problems), 'difference')} above;"
             " the database was changed outside memstore"
         )
     if json:
@@ -310,9 +341,10 @@ def _verify(json: bool) -> None:
     )
     unseen_runs = f" (and {report.unseen_runs} by their hash only)" if report.unseen_runs else ""
     print(
-        f"history verified: {report.events} events{unseen}, {report.runs} runs{unseen_runs},"
-        f" {report.memories} memories as their events replay, chain head {report.head},"
-        f" runs' chain head {report.run_head}"
+        f"history verified: {count(report.events, 'event')}{unseen},"
+        f" {count(report.runs, 'run')}{unseen_runs},"
+        f" {count(report.memories, 'memory', 'memories')} as their events replay,"
+        f" chain head {report.head}, runs' chain head {report.run_head}"
     )
 
 

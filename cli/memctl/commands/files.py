@@ -35,13 +35,22 @@ def export_command(
         str | None,
         typer.Argument(help="Where to write (default: the workspace's .memory/)."),
     ] = None,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite files edited by hand.")] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="Overwrite files edited by hand, each kept first in a copy beside it."
+        ),
+    ] = False,
 ) -> None:
     """Write the canonical .memory/ files and MEMORY.md. On a server your `user` memories stay
     out (the folder is shared): `memctl claude export` writes them to your own folder."""
     folder = _folder(directory)
     if folder.exists() and not folder.is_dir():  # said before a database is created for it
         fail(f"cannot create {folder.absolute()}: a file is there, not a folder")
+    parent = folder.absolute().parent
+    if not folder.exists() and not parent.is_dir():  # a typo must not write anywhere
+        fail(f"cannot export to {folder.absolute()}: {parent} does not exist (export creates"
+             " the last folder only)")  # fmt: skip
     with open_store(read_only=True) as store:  # a store it cannot write is still exported
         reexport(store, folder, force=force)
 
@@ -67,6 +76,14 @@ def import_command(
             "--keep-removed",
             help="Keep the memories whose file was removed from the folder (by default a"
             " file removed deletes its memory, restorable, unless it changed since).",
+        ),
+    ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Where a file and its memory both changed since the last export, take the"
+            " file's text (history keeps the database's).",
         ),
     ] = False,
 ) -> None:
@@ -102,6 +119,7 @@ def import_command(
                 progress=progress,
                 allow_secrets=allow_secret,
                 deletions=not keep_removed,
+                force=force,
                 read=read,
             )
     except ImportRejected as error:
@@ -139,6 +157,8 @@ def reexport(store: MemoryStore, directory: Path, *, force: bool = False) -> Non
     result = export_memories(store, directory, force=force)
     for note in result.notes:
         err(f"note: {note}")
+    for file_name, copy in result.kept.items():
+        err(f"note: {file_name} held text the database does not have: kept as it was in {copy}")
     err(
         f"exported to {result.directory}: {len(result.written)} written, "
         f"{len(result.removed)} removed, {result.unchanged} unchanged"

@@ -31,7 +31,7 @@ from memctl.render import (
     shown_score,
     visible_controls,
 )
-from memstore.errors import MemstoreError, NothingToRestore, SecretRefused
+from memstore.errors import MemoryNotFound, MemstoreError, NothingToRestore, SecretRefused
 from memstore.text import show_hidden
 
 if TYPE_CHECKING:
@@ -126,7 +126,20 @@ def edit(
                 secret_hint(error)
         else:
             memory, updated = _edit_in_editor(store, name, allow_secret)
-    err(f"updated {updated.name}" if updated is not memory else f"no changes to {name}")
+    if updated is memory:
+        err(f"no changes to {name}")
+    elif updated.name != memory.name:
+        err(f"renamed {memory.name} to {updated.name}" + _also_changed(memory, updated))
+    else:
+        err(f"updated {updated.name}")
+
+
+def _also_changed(memory: MemoryRecord, updated: MemoryRecord) -> str:
+    """`, and updated its description` for a rename that changed other fields too."""
+    fields = [
+        f for f in ("type", "description", "body") if getattr(memory, f) != getattr(updated, f)
+    ]
+    return f", and updated its {' and '.join(fields)}" if fields else ""
 
 
 def _edit_in_editor(
@@ -181,8 +194,37 @@ def remove(name: str) -> None:
     """Delete a memory (it stays in history; 'memctl restore' brings it back)."""
     memory_to_change(name)
     with open_store() as store:
-        store.delete(name)
+        try:
+            store.delete(name)
+        except MemoryNotFound:
+            # A second `rm`: say so, not that it never was.
+            if (deleted := _deleted(store, name)) is not None:
+                fail(
+                    f"{name} is already deleted, and its content purged: it cannot be restored"
+                    if deleted
+                    else f"{name} is already deleted (restore with: memctl restore {name})"
+                )
+            raise
     err(f"deleted {name} (restore with: memctl restore {name})")
+
+
+def _deleted(store: MemoryStore, name: str) -> bool | None:
+    """Whether the deleted memory of this name `memctl restore` would bring back was purged;
+    None when no deleted memory has this name."""
+    from sqlalchemy import select
+
+    from memstore.storage.models import LIVE, memory_table
+    from memstore.storage.purge import is_purged
+
+    memories = memory_table.c
+    with store.engine.connect() as connection:
+        last = connection.execute(
+            select(memories.id)
+            .where(memories.name == name, ~LIVE)
+            .order_by(memories.deleted_at.desc(), memories.id.desc())
+            .limit(1)
+        ).scalar()
+        return None if last is None else is_purged(connection, last)
 
 
 def restore(name: str, allow_secret: AllowSecretOption = False) -> None:
