@@ -271,6 +271,20 @@ def test_a_memory_changed_on_both_sides_is_a_conflict(run: MemctlRunner, folder:
     assert snapshot(folder) == before
 
 
+def test_export_force_keeps_claudes_edit_and_says_where(run: MemctlRunner, folder: Path) -> None:
+    assert run("claude", "import").returncode == 0
+    assert run("edit", "user-role", "--body", "A data engineer (memstore's edit).").returncode == 0
+    edited = ROLE.replace(b"well.", b"well (Claude's edit).")
+    (folder / "user_role.md").write_bytes(edited)
+    forced = run("claude", "export", "--force")
+    assert forced.returncode == 0, forced.stderr
+    [note] = [line for line in forced.stderr.splitlines() if line.startswith("note:")]
+    assert note.startswith("note: user_role.md held text the database does not have: kept in ")
+    kept = Path(note.rsplit(" kept in ", 1)[1])
+    assert kept.parent == folder and kept.read_bytes() == edited
+    assert b"memstore's edit" in (folder / "user_role.md").read_bytes()
+
+
 def test_a_file_claude_code_deletes_deletes_its_memory_unless_it_changed(
     run: MemctlRunner, folder: Path
 ) -> None:

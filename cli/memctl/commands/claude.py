@@ -148,6 +148,8 @@ def claude_export(
             print(f"{'rewrite' if (folder.path / name).exists() else 'create '}  {one_line(name)}")
         for name in result.removed:
             print(f"remove   {one_line(name)}")
+    for file_name, copy in result.kept.items():  # --force: each hand edit kept first
+        err(f"note: {one_line(file_name)} held text the database does not have: kept in {copy}")
     verb = "would write" if dry_run else "wrote"
     err(
         f"{verb} {folder.path}: {len(result.written)} written, {len(result.removed)} removed, "

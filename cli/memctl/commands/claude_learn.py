@@ -10,6 +10,7 @@ import logging
 import sys
 
 from memctl.context import State, command_line, err, no_database_yet
+from memctl.render import count
 
 LOGGERS = (
     "memstore.integrations.claude_learning",
@@ -122,4 +123,7 @@ def sync() -> None:
         changed = len(imported.created) + len(imported.updated) + len(imported.deleted)
         written = len(exported.written) + len(exported.removed)
         if changed or written:
-            err(f"{_now()} claude sync: {changed} memories imported, {written} files written")
+            err(
+                f"{_now()} claude sync: {count(changed, 'memory', 'memories')} imported,"
+                f" {count(written, 'file')} written"
+            )

@@ -9,7 +9,9 @@ import typer
 from memctl.context import State, fail
 
 UI_EXTRA_HELP = (
-    "memctl ui needs the ui extra: pip install 'agent-memstore[ui]' (Starlette, uvicorn and Jinja2)"
+    "memctl ui needs the ui extra (Starlette, uvicorn and Jinja2): in memstore's clone, pip"
+    " install '.[ui]' (pipx: pipx install --force '.[ui]'; uv: uv tool install --force '.[ui]',"
+    " naming every extra you use: '.[ui,mcp]'); see docs/ui.md"
 )
 UI_LIBRARIES = ("starlette", "uvicorn", "jinja2", "markupsafe")
 
