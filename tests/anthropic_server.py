@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -129,6 +129,9 @@ class AnthropicServer:
     requests: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
     url: str = ""
+    # Answers by what is asked, instead of the script's order: for clients whose calls
+    # interleave (Claude Code and the learning worker its hook starts).
+    responder: Callable[[dict[str, Any]], ScriptedReply] | None = None
 
     def script(self, *replies: ScriptedReply) -> None:
         self.replies.extend(replies)
@@ -144,7 +147,9 @@ class _Handler(BaseHTTPRequestHandler):
         state.requests.append(payload)
         state.headers.append({k.lower(): v for k, v in self.headers.items()})
         reply = (
-            state.replies.pop(0)
+            state.responder(payload)
+            if state.responder is not None
+            else state.replies.pop(0)
             if state.replies
             else error_reply(500, "api_error", "the test script has no reply left")
         )

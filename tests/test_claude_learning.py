@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -191,7 +192,8 @@ def sessions_folder(project: Path) -> Path:
 def worker_reports(project: Path) -> list[str]:
     log = sessions_folder(project) / LOG_FILE
     lines = log.read_text().splitlines() if log.exists() else []
-    return [line for line in lines if "session(s)," in line or "no model" in line]
+    report = re.compile(r"claude learn: \d+ sessions?,|no model")
+    return [line for line in lines if report.search(line)]
 
 
 def wait_for_reports(project: Path, count: int, timeout: float = 60) -> list[str]:

@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,8 @@ from memctl.app import app
 
 from memstore import __version__
 from memstore.integrations.claude_settings import HOOK_EVENTS
+from memstore.learning.extract import EXTRACTION_SYSTEM
+from memstore.storage.store import MemoryStore
 from tests.anthropic_server import AnthropicServer, text_reply
 from tests.test_hook import hook_event
 
@@ -333,3 +336,69 @@ def test_claude_code_goes_on_without_memctl(
         assert hook["stderr"].startswith("memstore: memctl is not on PATH")
     assert json.loads(hooks["SessionStart"]["stdout"])["systemMessage"].startswith("memstore:")
     assert any(r.get("tools") for r in anthropic_server.requests)  # the prompt went on
+
+
+def test_a_session_of_claude_code_teaches_memstore(
+    tmp_path: Path, workspace: Path, anthropic_server: AnthropicServer
+) -> None:
+    """The plugin installed as a person installs it (the marketplace, then the plugin), one
+    real session states a preference, and the worker its Stop hook starts learns it: one run
+    of `claude-code`, named by the session Claude Code gave it."""
+    claude = required_claude()
+    preference = {
+        "name": "user-indentation",
+        "type": "user",
+        "description": "Always 4 spaces, never tabs",
+        "body": "The user wants Python indented with 4 spaces, never tab characters.",
+    }
+    extraction = EXTRACTION_SYSTEM.split("{")[0]
+
+    def answer(payload: dict[str, Any]) -> Any:
+        asked = json.dumps(payload.get("system", ""), ensure_ascii=False)
+        return text_reply(json.dumps([preference]) if extraction in asked else "ok")
+
+    anthropic_server.responder = answer
+    (tmp_path / "home").mkdir()
+    environment = {k: v for k, v in os.environ.items() if k not in ("MEMSTORE_DB", "MEMCTL_DB")}
+    environment.pop("CLAUDE_CONFIG_DIR", None)
+    environment.update(
+        HOME=str(tmp_path / "home"),
+        PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        ANTHROPIC_BASE_URL=anthropic_server.url,
+        ANTHROPIC_API_KEY="sk-ant-test-key",
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+        DISABLE_TELEMETRY="1",
+    )
+    for command in (["marketplace", "add", str(ROOT)], ["install", "memstore@memstore"]):
+        done = subprocess.run(
+            [claude, "plugin", *command],
+            capture_output=True,
+            text=True,
+            cwd=workspace,
+            env=environment,
+            timeout=180,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+    said = "Please always indent Python with 4 spaces, never tabs."
+    done = subprocess.run(
+        [claude, "-p", said, "--output-format", "json"],
+        capture_output=True,
+        text=True,
+        cwd=workspace,
+        env=environment,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    session = json.loads(done.stdout)["session_id"]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with MemoryStore(workspace / ".memory" / "memstore.db") as store:
+            runs = [r for r in store.history.runs() if r["actor"] == "claude-code"]
+            if runs:
+                break
+        time.sleep(0.5)
+    assert [r["session_id"] for r in runs] == [session]
+    with MemoryStore(workspace / ".memory" / "memstore.db") as store:
+        assert store.get("user-indentation").description == preference["description"]
+    asked = [r for r in anthropic_server.requests if extraction in json.dumps(r.get("system", ""))]
+    assert len(asked) == 1 and said in json.dumps(asked[0]["messages"])

@@ -49,8 +49,9 @@ def learn() -> None:
     if report.busy:
         return
     err(
-        f"{_now()} claude learn: {len(report.sessions)} session(s), {report.model_calls} model"
-        f" call(s), {len(report.created)} created, {len(report.updated)} updated"
+        f"{_now()} claude learn: {count(len(report.sessions), 'session')},"
+        f" {count(report.model_calls, 'model call')}, {len(report.created)} created,"
+        f" {len(report.updated)} updated"
         + (f"; left for later: {', '.join(report.failed)}" if report.failed else "")
         + (
             f"; consolidated {consolidated.plan.before} → {consolidated.plan.after} memories"
@@ -61,9 +62,15 @@ def learn() -> None:
     )
 
 
+TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
+
+
 def _log_with_time() -> None:
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s claude learn: %(message)s"))
+    # The time as _now() writes it, so that every line of the log reads alike.
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s claude learn: %(message)s", datefmt=TIME_FORMAT)
+    )
     for name in LOGGERS:
         logger = logging.getLogger(name)
         logger.setLevel(logging.INFO)
@@ -74,7 +81,7 @@ def _log_with_time() -> None:
 def _now() -> str:
     import time
 
-    return time.strftime("%Y-%m-%d %H:%M:%S")
+    return time.strftime(TIME_FORMAT)
 
 
 def sync() -> None:
