@@ -477,7 +477,7 @@ def test_the_audit_recipes_run_on_both_engines(store: MemoryStore) -> None:
 @pytest.mark.parametrize(
     ("statement", "refusal"),
     [
-        ("DELETE FROM memory", 'syntax error at or near "DELETE" (memctl sql runs one read-only'),
+        ("DELETE FROM memory", "the store is read-only here: memctl sql runs one read-only"),
         ("SELECT 1; DELETE FROM memory", "multiple commands"),
         ("SELECT nextval('memory_purge_id_seq')", "read-only transaction"),
         ("SELECT pg_sleep(5)", "stopped after 1 s, the time limit"),
