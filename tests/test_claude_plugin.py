@@ -353,9 +353,14 @@ def test_a_session_of_claude_code_teaches_memstore(
     }
     extraction = EXTRACTION_SYSTEM.split("{")[0]
 
+    def extracting(payload: dict[str, Any]) -> bool:
+        system = payload.get("system", "")
+        if isinstance(system, list):  # content blocks
+            system = "".join(block.get("text", "") for block in system)
+        return extraction in system
+
     def answer(payload: dict[str, Any]) -> Any:
-        asked = json.dumps(payload.get("system", ""), ensure_ascii=False)
-        return text_reply(json.dumps([preference]) if extraction in asked else "ok")
+        return text_reply(json.dumps([preference]) if extracting(payload) else "ok")
 
     anthropic_server.responder = answer
     (tmp_path / "home").mkdir()
@@ -400,5 +405,5 @@ def test_a_session_of_claude_code_teaches_memstore(
     assert [r["session_id"] for r in runs] == [session]
     with MemoryStore(workspace / ".memory" / "memstore.db") as store:
         assert store.get("user-indentation").description == preference["description"]
-    asked = [r for r in anthropic_server.requests if extraction in json.dumps(r.get("system", ""))]
+    asked = [r for r in anthropic_server.requests if extracting(r)]
     assert len(asked) == 1 and said in json.dumps(asked[0]["messages"])

@@ -133,7 +133,7 @@ def extract_memories(
         )
         raw_items = json_from_reply(reply, list)
     except (ModelUnavailable, ValueError) as error:
-        log.warning("extraction: nothing learnt (%s)", error)
+        log.warning("extraction: nothing learned (%s)", error)
         return Extraction(failure=str(error), unavailable=isinstance(error, ModelUnavailable))
     result = Extraction()
     items = validate_items(raw_items, max_items, result.dropped)
