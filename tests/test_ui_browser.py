@@ -2,7 +2,9 @@
 serves. Each page loads with nothing on the console (a script error, or anything the
 Content-Security-Policy blocked, would be there); a Chinese query finds and marks its memory;
 a memory's timeline shows the diff of its edit; a consolidation's page shows its sources;
-and every hostile memory stays inert in the DOM Chromium built, not only in the HTML sent.
+every hostile memory stays inert in the DOM Chromium built, not only in the HTML sent; and
+`memctl ui` opening Chromium itself (BROWSER) lands it on the page, through the file it gives
+it instead of the URL.
 
 Screenshots of every page are saved under $MEMSTORE_TEST_ARTIFACTS/ui-screenshots (CI), or
 in pytest's temporary folder. Without Chromium these tests are skipped, unless
@@ -13,8 +15,10 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,6 +167,45 @@ def test_hostile_text_in_a_search_and_a_run_is_inert(site: Site) -> None:
         loaded = load(site, path, shot)
         assert loaded.console == []
         assert_inert(loaded.dom)
+
+
+def test_memctl_ui_opens_the_page_in_the_browser(tmp_path: Path) -> None:
+    """As `memctl ui` without --no-open: the browser BROWSER names is given the file that
+    sends it on to the page, and loads the page with the token (the file's own checks are in
+    test_ui_server.py)."""
+    folder = tmp_path / "workspace"
+    (folder / ".git").mkdir(parents=True)
+    (folder / ".memory").mkdir()
+    with MemoryStore(folder / ".memory" / "memstore.db", actor="test") as store:
+        store.create("deploy-notes", "project", "How we deploy", "Run make deploy.")
+    dom = tmp_path / "dom.html"
+    command = shlex.join(
+        [
+            chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            # Time for the file's redirect to the page, and the page's load.
+            "--virtual-time-budget=10000",
+            "--dump-dom",
+        ]
+    )
+    browser = tmp_path / "browser.sh"
+    # In the background: memctl waits for its browser command to return before it serves.
+    browser.write_text(
+        f'#!/bin/sh\n({command} "$1" > {dom}.part 2>/dev/null; mv {dom}.part {dom}) &\n'
+    )
+    browser.chmod(0o755)
+    with running_ui(folder, {"BROWSER": str(browser)}, open_browser=True):
+        deadline = time.monotonic() + PAGE_TIMEOUT_S
+        while not dom.exists():
+            assert time.monotonic() < deadline, "Chromium never loaded the page"
+            time.sleep(0.1)
+    loaded = dom.read_text()
+    assert parsed_title(loaded) == "Memories · memctl ui"
+    assert 'href="/memory/deploy-notes"' in loaded
 
 
 def parsed_title(dom: str) -> str:

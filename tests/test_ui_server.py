@@ -1,12 +1,18 @@
 """`memctl ui` as a person runs it: a process that prints its URL, serves the page to that
-URL only (the token, the Host, 127.0.0.1), stops on Ctrl-C, and says in one line what is
-wrong (no store, a port taken)."""
+URL only (the token, the Host, 127.0.0.1), opens it in a browser without showing the token
+on any command line, stops on Ctrl-C, and says in one line what is wrong (no store, a port
+taken)."""
 
 from __future__ import annotations
 
+import html
 import http.client
+import re
 import signal
 import socket
+import stat
+import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -53,6 +59,46 @@ def test_memctl_ui_serves_its_url_only(
         assert ui.process.wait(timeout=15) == 130  # as any memctl stopped by Ctrl-C
         assert ui.process.stderr is not None
         assert ui.process.stderr.read().strip() == "memctl: interrupted"
+
+
+def test_the_browser_is_given_a_private_file_not_the_token(
+    filled: None, tmp_path: Path, database_env: dict[str, str]
+) -> None:
+    """`ps` shows every user of the machine each process's command line: the browser's holds
+    no token. It is given a file only this user can read, which sends it on to the page, and
+    which is gone when the server stops."""
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    recorded = tmp_path / "browser-argv"
+    browser = tmp_path / "browser.sh"
+    browser.write_text(
+        f'#!/bin/sh\nprintf "%s\\n" "$@" > {recorded}.part\nmv {recorded}.part {recorded}\n'
+    )
+    browser.chmod(0o755)
+    env = {**database_env, "BROWSER": str(browser), "XDG_RUNTIME_DIR": str(runtime)}
+    with running_ui(tmp_path, env, open_browser=True) as ui:
+        (given,) = waited_for(recorded).splitlines()
+        assert ui.token not in given
+        opened = Path(urllib.parse.unquote(urllib.parse.urlsplit(given).path))
+        assert given == opened.as_uri() and opened.parent.parent == runtime
+        assert stat.S_IMODE(opened.stat().st_mode) == 0o600
+        assert stat.S_IMODE(opened.parent.stat().st_mode) == 0o700
+        (target,) = re.findall(r'content="0;url=([^"]+)"', opened.read_text())
+        assert html.unescape(target) == ui.url
+        with urllib.request.urlopen(html.unescape(target), timeout=10) as page:
+            assert "deploy-notes" in page.read().decode()
+        ui.process.send_signal(signal.SIGINT)
+        assert ui.process.wait(timeout=15) == 130
+    assert not opened.parent.exists()
+    assert list(runtime.iterdir()) == []
+
+
+def waited_for(path: Path, timeout_s: float = 30) -> str:
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} was never written"
+        time.sleep(0.05)
+    return path.read_text()
 
 
 def other_address() -> str:

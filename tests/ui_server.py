@@ -1,5 +1,6 @@
-"""`memctl ui` run as a process of its own for a test: started with --no-open in a folder,
-its URL read from what it prints, stopped with Ctrl-C (SIGINT) as a person stops it."""
+"""`memctl ui` run as a process of its own for a test: started in a folder (with --no-open,
+unless the test gives it a browser), its URL read from what it prints, stopped with Ctrl-C
+(SIGINT) as a person stops it."""
 
 from __future__ import annotations
 
@@ -35,10 +36,12 @@ class RunningUi:
 
 
 @contextmanager
-def running_ui(cwd: Path, env: dict[str, str] | None = None, *args: str) -> Iterator[RunningUi]:
+def running_ui(
+    cwd: Path, env: dict[str, str] | None = None, *args: str, open_browser: bool = False
+) -> Iterator[RunningUi]:
     start = time.monotonic()
     process = subprocess.Popen(
-        [sys.executable, "-m", "memctl", "ui", "--no-open", *args],
+        [sys.executable, "-m", "memctl", "ui", *([] if open_browser else ["--no-open"]), *args],
         cwd=cwd,
         env=memctl_environment(env),
         stdout=subprocess.PIPE,

@@ -1,4 +1,5 @@
-"""The store's health as the page shows it: `memctl history --verify`'s result, the live
+"""The store's health as the page shows it: `memctl history --verify`'s result (every
+difference it finds, as it prints them), the live
 memories that hold what the secrets check refuses (kept with --allow-secret, or stored before
 a rule matched them: a write that is refused leaves no trace in the store), and the number of
 live memories over time, drawn as an SVG chart on the server (the page runs no script).
@@ -24,6 +25,8 @@ CHART_MARGIN = 8
 class Verified:
     ok: bool
     message: str
+    # Each difference `memctl history --verify` names, one line each.
+    problems: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -56,18 +59,34 @@ class Health:
 
 
 def verified(reads: UiReads) -> Verified:
+    """`memctl history --verify`'s result, in its words."""
     try:
         report = reads.verify()
     except HistoryTampered as error:
-        return Verified(False, str(error))
+        problems = tuple(error.problems)
+        return Verified(
+            False,
+            f"history does not verify: {_count(len(problems), 'difference')};"
+            " the database was changed outside memstore",
+            problems,
+        )
     unseen = (
         f" (and {report.unseen} of other people's own memories, by their hash only)"
         if report.unseen
         else ""
     )
+    unseen_runs = f" (and {report.unseen_runs} by their hash only)" if report.unseen_runs else ""
     return Verified(
-        True, f"history verified: {report.events} events{unseen}, chain head {report.head}"
+        True,
+        f"history verified: {_count(report.events, 'event')}{unseen},"
+        f" {_count(report.runs, 'run')}{unseen_runs},"
+        f" {_count(report.memories, 'memory', 'memories')} as their events replay,"
+        f" chain head {report.head}, runs' chain head {report.run_head}",
     )
+
+
+def _count(number: int, singular: str, plural: str = "") -> str:
+    return f"{number} {singular if number == 1 else plural or singular + 's'}"
 
 
 class SecretScan:

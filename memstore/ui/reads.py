@@ -2,7 +2,7 @@
 (ReadOnlyStore's: sqlite3 or psycopg, no SQLAlchemy, never a write): a page of the listing
 with counts per type, the last change of each memory listed, memories' names by id, the runs
 an undo undid, why an undo or a restore would be refused (storage/undoable.py's rules), the
-store's growth by day, and the history's chain verified.
+store's growth by day, and the history verified as `memctl history --verify` verifies it.
 
 On a PostgreSQL server, row-level security applies to every one of them: a person sees
 what they may.
@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from memstore.storage.backend import backend_of
-from memstore.storage.chain import ChainReport, verify
+from memstore.storage.chain import ChainReport
 from memstore.storage.fields import LIVE_SQL
 from memstore.storage.history_reader import EVENT_COLUMNS, EventRecord
 from memstore.storage.reads import ReadOnlyStore, checked_type
 from memstore.storage.undoable import restore_refusal_of, undo_refusal
+from memstore.storage.verify import verify_history
 
 # SQLite limits the number of bound parameters in one statement.
 _IDS_PER_QUERY = 500
@@ -185,8 +186,10 @@ class UiReads(ReadOnlyStore):
         return tuple(row)
 
     def verify(self) -> ChainReport:
-        """`memctl history --verify`'s check: HistoryTampered names where the chain breaks."""
-        return verify(self._connection)
+        """`memctl history --verify`'s check, whole (storage/verify.py: the events' and the
+        runs' chains, every memory's row replayed, the append-only triggers):
+        HistoryTampered with every difference found."""
+        return verify_history(self._connection)
 
 
 def _chunks(values: Sequence[Any]) -> list[list[Any]]:
