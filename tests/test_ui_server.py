@@ -71,8 +71,10 @@ def test_the_browser_is_given_a_private_file_not_the_token(
     runtime.mkdir(mode=0o700)
     recorded = tmp_path / "browser-argv"
     browser = tmp_path / "browser.sh"
+    # It stays open, as a terminal browser does until quit: the page is served meanwhile.
     browser.write_text(
         f'#!/bin/sh\nprintf "%s\\n" "$@" > {recorded}.part\nmv {recorded}.part {recorded}\n'
+        "sleep 20\n"
     )
     browser.chmod(0o755)
     env = {**database_env, "BROWSER": str(browser), "XDG_RUNTIME_DIR": str(runtime)}

@@ -17,6 +17,7 @@ import shutil
 import socket
 import sys
 import tempfile
+import threading
 import webbrowser
 from html import escape
 from pathlib import Path
@@ -93,7 +94,11 @@ def serve(
         if open_browser:
             opened = written_opener(address)
             if opened is not None:
-                webbrowser.open(opened.as_uri())
+                # In its own thread: webbrowser waits for a browser named by $BROWSER to
+                # exit (a terminal one runs until quit), and the page must be served meanwhile.
+                threading.Thread(
+                    target=webbrowser.open, args=(opened.as_uri(),), daemon=True
+                ).start()
         server.run(sockets=[sock])
     finally:
         sock.close()
