@@ -17,7 +17,7 @@ from memstore.agent.system_prompt import system_prompt
 from memstore.files.exporter import export_memories
 from memstore.integrations.mcp_tools import MemoryTools
 from memstore.integrations.memory_tool import MemstoreMemoryTool
-from memstore.recall.block import as_data, memories_block
+from memstore.recall.block import as_data, memories_block, tag_bracket
 from memstore.settings import Settings
 from memstore.storage.store import MemoryStore
 from memstore.text import HIDDEN, show_hidden
@@ -90,6 +90,23 @@ def test_every_bracket_look_alike_is_escaped_for_the_model() -> None:
     ]
     assert len(composed) >= 8
     assert all(as_data(c) in ("&lt;", "&gt;") for c in composed), composed
+    # Circled, dotted, nested, arc and modifier-letter forms, named but not composed.
+    more = "˱ ˲ ⧀ ⧁ ⦕ ⦖ ⩹ ⩺ ⪡ ⪢ ⍃ ⍄ ︿ ﹀"
+    assert as_data(more) == " ".join(["&lt; &gt;", "&lt; &gt;", "&gt; &lt;"] + ["&lt; &gt;"] * 4)
+    # Relations of prose, arrows, triangles: text.
+    prose = "≤ ≥ ≲ ≶ ⋜ ⥶ → ◁ ▷ ➤ ∠ ⌃"
+    assert as_data(prose) == prose
+
+
+def test_the_escaped_brackets_are_exactly_what_the_rule_names() -> None:
+    """What as_data escapes as &lt; and &gt; is tag_bracket's rule over all of this Unicode:
+    no more, no fewer (a Unicode with new brackets fails here until the strings are
+    extended)."""
+    chars = [chr(code) for code in range(sys.maxunicode + 1) if chr(code) != "&"]
+    escaped = {char: as_data(char) for char in chars}
+    brackets = {char: tag_bracket(char) for char in chars}
+    ruled = {char: {"<": "&lt;", ">": "&gt;"}[b] for char, b in brackets.items() if b}
+    assert {char: text for char, text in escaped.items() if text in ("&lt;", "&gt;")} == ruled
 
 
 def test_what_is_injected_into_chat_shows_the_hidden_characters(tmp_path: Path) -> None:

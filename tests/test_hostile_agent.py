@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from anthropic import Anthropic
+from memctl.approve import describe
 
 from memstore.agent.approval import (
     SKIP_FLAG,
@@ -211,6 +212,100 @@ def test_a_file_linked_after_it_was_asked_about_is_not_read(root: Path, tmp_path
     result = workspace.run("read_file", {"path": "notes.txt"})
     assert result.is_error and "2 hard links" in result.text and "the notes" not in result.text
     assert not workspace.run("read_file", {"path": "notes.txt"}, asked=True).is_error
+
+
+def linked_key(root: Path, tmp_path: Path) -> Path:
+    """A key outside the workspace, hard-linked into it as notes.txt."""
+    outside = tmp_path / "home" / ".ssh" / "id_ed25519"
+    outside.parent.mkdir(parents=True)
+    outside.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nsecret-key-material\n")
+    os.link(outside, root / "notes.txt")
+    return outside
+
+
+def test_an_edit_or_a_write_of_a_linked_file_is_always_asked(
+    root: Path, tmp_path: Path, client: Anthropic, anthropic_server: AnthropicServer
+) -> None:
+    """A no-op edit would replace the linked key with a one-link copy of it, which read_file
+    then reads unasked. Allow rules for every edit and write, and an "always" the user gave
+    an ordinary edit, do not cover it: the user is asked, saying why."""
+    outside = linked_key(root, tmp_path)
+    (root / "plain.txt").write_text("plain\n")
+    no_op = ("edit_file", {"path": "notes.txt", "old_text": "-----", "new_text": "-----"})
+    write = ("write_file", {"path": "notes.txt", "content": "mine\n"})
+    anthropic_server.script(
+        tool_reply(("edit_file", {"path": "plain.txt", "old_text": "plain", "new_text": "p"})),
+        tool_reply(no_op, write),
+        tool_reply(("read_file", {"path": "notes.txt"})),
+        text_reply("done"),
+    )
+    asker = Asker(
+        Decision(True, "always", always=True),  # the ordinary edit
+        Decision(False, "that is my key"),
+        Decision(False, "no"),
+        Decision(False, "no"),  # the read after them
+    )
+    policy = ApprovalPolicy(allow=parse_rules(["write_file(**)"]), ask=asker)
+    make_agent(root, client, None, policy).turn("edit")
+    edited, written = tool_results(anthropic_server.requests[2])
+    assert edited["is_error"] and "that is my key" in edited["content"] and written["is_error"]
+    assert [request.name for request in asker.asked] == [
+        "edit_file",
+        "edit_file",
+        "write_file",
+        "read_file",
+    ]
+    assert all("2 hard links" in request.summary for request in asker.asked[1:])
+    shown = describe(asker.asked[1], root)
+    assert "2 hard links" in shown[0] and "read_file reads unasked" in shown[0]
+    assert shown[1] == "Edit notes.txt?"
+    assert os.stat(root / "notes.txt").st_nlink == 2 and (root / "plain.txt").read_text() == "p\n"
+    assert "secret-key-material" not in json.dumps(anthropic_server.requests)
+    # Without a terminal, the allow rules still do not run them.
+    workspace = Workspace(root)
+    for call in (no_op, write):
+        request = workspace.request(*call)
+        assert isinstance(request, ToolRequest) and request.asks
+        decision = ApprovalPolicy(parse_rules(["edit_file", "write_file"])).decide(request)
+        assert not decision.allowed and "hard links" in decision.reason
+    # "always" to one of them: that tool's linked calls for the session, no other.
+    edit, other = workspace.request(*no_op), workspace.request(*write)
+    assert isinstance(edit, ToolRequest) and isinstance(other, ToolRequest)
+    always = ApprovalPolicy(ask=Asker(Decision(True, "always", always=True)))
+    assert always.decide(edit).allowed and always.decide(edit).allowed
+    assert not ApprovalPolicy(granted=always.granted).decide(other).allowed
+    assert outside.read_text().endswith("secret-key-material\n")
+
+
+def test_an_edit_unasked_tells_nothing_of_a_linked_file(root: Path, tmp_path: Path) -> None:
+    """Run without the question (a link made after it was asked, say), an edit or a write of
+    a linked file changes nothing, and the edit's answer is the same whether its old_text is
+    in the file or not: searched piece by piece, it would spell the key."""
+    linked_key(root, tmp_path)
+    workspace = Workspace(root)
+    answers = {
+        workspace.run("edit_file", {"path": "notes.txt", "old_text": text, "new_text": "x"}).text
+        for text in ("secret-key", "not in it", "-")
+    }
+    assert len(answers) == 1 and "2 hard links" in answers.pop()
+    write = workspace.run("write_file", {"path": "notes.txt", "content": "mine"})
+    assert write.is_error and "2 hard links" in write.text
+    assert os.stat(root / "notes.txt").st_nlink == 2
+    assert workspace.run("read_file", {"path": "notes.txt"}).is_error
+    # Linked between the question and the run: the run checks again.
+    (root / "mine.txt").write_text("mine\n")
+    call = {"path": "mine.txt", "old_text": "mine", "new_text": "ours"}
+    request = workspace.request("edit_file", call)
+    assert isinstance(request, ToolRequest) and not request.asks
+    os.link(root / "mine.txt", tmp_path / "elsewhere.txt")
+    assert workspace.run("edit_file", call).is_error
+    assert (tmp_path / "elsewhere.txt").read_text() == "mine\n"
+    # Approved, it runs: the copy is the user's choice.
+    edited = workspace.run("edit_file", call, asked=True)
+    assert not edited.is_error and (root / "mine.txt").read_text() == "ours\n"
+    assert not workspace.run(
+        "write_file", {"path": "notes.txt", "content": "x"}, asked=True
+    ).is_error
 
 
 def test_the_sub_agent_goes_through_the_same_policy(

@@ -37,12 +37,15 @@ def describe(request: ToolRequest, root: Path) -> list[str]:
         lines = [f"  $ {line}" for line in str(request.input.get("command", "")).split("\n")]
         timeout = request.input.get("timeout")
         return ["Run this command?", *lines, *([f"  (timeout {timeout} s)"] if timeout else [])]
-    if request.name == "write_file":
-        return _describe_write(request, root)
-    if request.name == "edit_file":
-        return _describe_edit(request)
-    if request.asks:  # a read that is asked about: say what is read, then ask
+    if request.asks and request.name == "read_file":  # say what is read, then ask
         return [f"{request.summary}. Read it?"]
+    # A write or an edit of a file with more than one hard link: the summary's first line
+    # says so, before what is written.
+    linked = [request.summary.split("\n")[0] + "."] if request.asks else []
+    if request.name == "write_file":
+        return linked + _describe_write(request, root)
+    if request.name == "edit_file":
+        return linked + _describe_edit(request)
     return [request.summary]
 
 

@@ -2,8 +2,11 @@
 
 Read-only tools (read_file, glob, and task itself, whose sub-agent's calls go through the same
 policy) run without asking, except a read_file of a file with more than one hard link: the
-other may be outside the workspace (~/.ssh/id_ed25519 linked in), so it is asked about as a
-write is (no allow rule matches it; "always" allows such reads for the session).
+other may be outside the workspace (~/.ssh/id_ed25519 linked in). Such a file is asked about
+for a write_file or an edit_file too, which would replace it with a one-link copy of its
+content that read_file then reads unasked. These calls (`ToolRequest.asks`) are always asked:
+no allow rule matches them, nor an "always" the user gave an ordinary call; "always" given to
+one of them allows that tool's calls on linked files for the rest of the session.
 
 bash, write_file and edit_file run only when an allow rule from the user's settings matches,
 when the user allowed such calls "always" earlier in this session, or when the dangerous
@@ -82,7 +85,7 @@ class Rule:
         return rule
 
     def matches(self, request: ToolRequest) -> bool:
-        if request.name != self.tool:
+        if request.name != self.tool or request.asks:
             return False
         if self.pattern is None:
             return True
@@ -129,7 +132,10 @@ class ApprovalPolicy:
     @staticmethod
     def session_rule(request: ToolRequest) -> Rule:
         """What "always for this session" allows: that exact command for bash, any path
-        for a file tool (protected paths stay refused)."""
+        for a file tool (protected paths stay refused); asked about a file with more than
+        one hard link, that tool's calls on such files only."""
+        if request.asks:
+            return _LinkedFiles(request.name)
         if request.name == "bash":
             command = str(request.input.get("command", "")).strip()
             return _ExactCommand("bash", command)
@@ -161,6 +167,18 @@ class _ExactCommand(Rule):
 
     def __str__(self) -> str:
         return f"bash command {self.pattern!r}"
+
+
+@dataclass(frozen=True)
+class _LinkedFiles(Rule):
+    """Calls of a file tool on files with more than one hard link, allowed always in this
+    session when the user answered one such question "always"."""
+
+    def matches(self, request: ToolRequest) -> bool:
+        return request.name == self.tool and request.asks
+
+    def __str__(self) -> str:
+        return f"{self.tool} of files with more than one hard link"
 
 
 def load_allow_rules(path: Path | None = None) -> list[Rule]:

@@ -1,5 +1,7 @@
 """The file tools' work on a path the workspace has already checked (see Workspace.path):
 reading numbered lines, editing exact text, writing so that a crash never leaves half a file.
+Each refuses a file with more than one hard link unless the user approved the call (see
+refuse_linked).
 
 What they read is bounded: read_file reads line by line and stops at its limit or the output
 cap, a line longer than half the cap is cut, and edit_file refuses files over EDIT_MAX_BYTES.
@@ -39,12 +41,7 @@ def read_numbered_lines(
     capped = False
     # Line by line, stopping after the last line asked for, or when the output is full.
     with target.open("rb") as handle:
-        count_of_links = os.fstat(handle.fileno()).st_nlink
-        if count_of_links > 1 and not links:
-            raise ToolRefused(
-                f"{path} has {count_of_links} hard links: another of its names may be outside "
-                "the workspace, so it is read only with the user's approval; nothing read"
-            )
+        refuse_linked(os.fstat(handle.fileno()), path, links, "read", "nothing read")
         for number, line in enumerate(read_lines(handle), 1):
             if number < first:
                 continue
@@ -72,8 +69,13 @@ def read_numbered_lines(
     return "\n".join(shown) + f"\n[{note}{more}; read on with offset={number}]"
 
 
-def edit_text(target: Path, path: str, old_text: str, new_text: str, replace_all: Any) -> str:
-    """Replace `old_text` in `target`: the one match, or every one with `replace_all`."""
+def edit_text(
+    target: Path, path: str, old_text: str, new_text: str, replace_all: Any, *, links: bool
+) -> str:
+    """Replace `old_text` in `target`: the one match, or every one with `replace_all`.
+    A file with more than one hard link is edited only when `links` (the user approved it):
+    checked on the file opened, before any search whose answer (found, not found, found
+    twice) would tell the model what the file holds, and again before the rename."""
     if not target.is_file():
         raise ToolRefused(f"{path}: no such file")
     size = target.stat().st_size
@@ -90,6 +92,7 @@ def edit_text(target: Path, path: str, old_text: str, new_text: str, replace_all
         raise ToolRefused(f"replace_all must be true or false, got {replace_all!r}")
     try:
         with target.open("rb") as handle:  # at most the cap, whatever it grew to since
+            refuse_linked(os.fstat(handle.fileno()), path, links, "edited", "nothing changed")
             text = handle.read(EDIT_MAX_BYTES + 1).decode("utf-8")
     except UnicodeDecodeError:
         raise ToolRefused(f"{path} is not UTF-8 text; nothing changed") from None
@@ -109,17 +112,21 @@ def edit_text(target: Path, path: str, old_text: str, new_text: str, replace_all
         ) from None
     if len(text) > EDIT_MAX_BYTES:
         raise ToolRefused(f"{path} grew past {EDIT_MAX_BYTES:,} bytes; nothing changed")
-    write_atomically(target, edited)
+    write_atomically(target, edited, path, links=links)
     return f"replaced {matches} match{'es' if matches > 1 else ''} in {path}"
 
 
-def write_atomically(target: Path, data: bytes) -> None:
+def write_atomically(target: Path, data: bytes, path: str, *, links: bool) -> None:
     """Replace `target` with `data` so that a crash leaves the old file or the new one, never
-    a truncated one: a temporary file beside it, synced, given the old file's mode, renamed."""
+    a truncated one: a temporary file beside it, synced, given the old file's mode, renamed.
+    A file with more than one hard link is replaced only when `links` (the user approved)."""
     try:
-        mode: int | None = stat.S_IMODE(target.stat().st_mode)
+        status = target.stat()
+        mode: int | None = stat.S_IMODE(status.st_mode)
     except FileNotFoundError:
         mode = None  # a new file: the umask decides, as for any file created
+    else:
+        refuse_linked(status, path, links, "written", "nothing changed")
     for _ in range(100):
         temporary = target.with_name(f".{target.name}.{os.urandom(4).hex()}.tmp")
         try:
@@ -147,6 +154,18 @@ def write_atomically(target: Path, data: bytes) -> None:
             os.fsync(folder)
         finally:
             os.close(folder)
+
+
+def refuse_linked(status: os.stat_result, path: str, links: bool, done: str, nothing: str) -> None:
+    """Refuse a regular file with more than one hard link unless `links`: another of its
+    names may be outside the workspace (~/.ssh/id_ed25519 linked in), where no path check
+    sees. An edit or a write would replace it with a one-link copy holding that file's
+    content, which read_file would then read unasked."""
+    if status.st_nlink > 1 and stat.S_ISREG(status.st_mode) and not links:
+        raise ToolRefused(
+            f"{path} has {status.st_nlink} hard links: another of its names may be outside "
+            f"the workspace, so it is {done} only with the user's approval; {nothing}"
+        )
 
 
 def read_lines(handle: Any) -> Iterator[str]:

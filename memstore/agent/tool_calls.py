@@ -18,9 +18,9 @@ OUTPUT_MAX_CHARS = 50_000
 class ToolRequest:
     """One tool call as the user is asked about it. `summary` says exactly what will run or
     be written; it is untrusted text (escape control characters to display it). `path` is
-    the workspace-relative path a file tool will write ("" for bash). `asks`: a call of a
-    read-only tool that is asked about all the same (a read_file of a file with more than
-    one link, which may be a file outside the workspace)."""
+    the workspace-relative path a file tool will write ("" for bash). `asks`: a read_file,
+    write_file or edit_file of a file with more than one hard link, which may be a file
+    outside the workspace: asked about always, whatever the allow rules say."""
 
     name: str
     input: dict[str, Any]

@@ -44,6 +44,8 @@ SUMMARY_MAX_CHARS = 20_000
 PROTECTED_FOLDERS = (".git", ".memory")
 # With a database file, what SQLite keeps beside it.
 DATABASE_SUFFIXES = ("", "-wal", "-shm", "-journal")
+# The tools that refuse a file with more than one hard link unless the user was asked.
+FILE_TOOLS = ("read_file", "write_file", "edit_file")
 
 
 TOOL_DEFINITIONS: list[dict[str, Any]] = [
@@ -183,11 +185,13 @@ class Workspace:
         return self.path(arguments["path"], writing=True).relative_to(self.root).as_posix()
 
     def _links(self, name: str, arguments: dict[str, Any]) -> int:
-        """How many hard links the file a read_file call would read has (1 for any other
-        call): another name of it may be outside the workspace, where no path check sees."""
-        if name != "read_file":
+        """How many hard links the file a read_file, write_file or edit_file call would touch
+        has (1 for any other call, or a file not there yet): another name of it may be outside
+        the workspace, where no path check sees. A write or an edit replaces it with a copy
+        that read_file reads unasked, and an edit's answers (found, not found) tell its text."""
+        if name not in FILE_TOOLS:
             return 1
-        target = self.path(arguments["path"])
+        target = self.path(arguments["path"], writing=name != "read_file")
         with contextlib.suppress(OSError):
             status = target.stat()
             if stat.S_ISREG(status.st_mode):
@@ -197,10 +201,19 @@ class Workspace:
     def _summary(self, name: str, arguments: dict[str, Any], links: int = 1) -> str:
         """Exactly what the call will run or write, for the user to approve."""
         if links > 1:
-            return (
-                f"read {arguments['path']}, a file with {links} hard links: its other names "
+            note = (
+                f"{arguments['path']}, a file with {links} hard links: its other names "
                 "may be outside the workspace"
             )
+            if name == "read_file":
+                return f"read {note}"
+            # The first line says it, then what the call writes, as for any write.
+            consequence = {
+                "edit_file": "the edit leaves a copy of it here that read_file reads unasked",
+                "write_file": "the write puts a new file here; the other names keep the old one",
+            }[name]
+            first = f"{name.split('_')[0]} {note}; {consequence}"
+            return f"{first}\n{self._summary(name, arguments)}"
         if name == "bash":
             timeout = arguments.get("timeout")
             return f"$ {arguments['command']}" + (f"\n(timeout {timeout} s)" if timeout else "")
@@ -227,8 +240,13 @@ class Workspace:
         Only KeyboardInterrupt and SystemExit (not Exceptions) propagate."""
         try:
             self._check(name, arguments)
-            if name == "read_file" and asked:
-                text = self._read(**arguments, links_allowed=True)
+            if name in FILE_TOOLS and asked:
+                linked: dict[str, Callable[..., str]] = {
+                    "read_file": self._read,
+                    "write_file": self._write,
+                    "edit_file": self._edit,
+                }
+                text = linked[name](**arguments, links_allowed=True)
             else:
                 text = self._handlers[name](**arguments)
             # What a file or a command says that a person would not see (tag characters a
@@ -318,6 +336,9 @@ class Workspace:
         return read_numbered_lines(target, path, count=count, first=first, links=links_allowed)
 
     def write_file(self, path: str, content: str) -> str:
+        return self._write(path, content, links_allowed=False)
+
+    def _write(self, path: str, content: str, *, links_allowed: bool) -> str:
         if not isinstance(content, str):
             raise ToolRefused("content must be a string")
         try:
@@ -330,11 +351,23 @@ class Workspace:
         target.parent.mkdir(parents=True, exist_ok=True)
         # The folders made may hold a link now: check the final path again.
         target = self.path(path, writing=True)
-        write_atomically(target, data)
+        write_atomically(target, data, path, links=links_allowed)
         return f"wrote {len(data):,} bytes to {target.relative_to(self.root)}"
 
     def edit_file(self, path: str, old_text: str, new_text: str, replace_all: Any = False) -> str:
-        return edit_text(self.path(path, writing=True), path, old_text, new_text, replace_all)
+        return self._edit(path, old_text, new_text, replace_all, links_allowed=False)
+
+    def _edit(
+        self,
+        path: str,
+        old_text: str,
+        new_text: str,
+        replace_all: Any = False,
+        *,
+        links_allowed: bool,
+    ) -> str:
+        target = self.path(path, writing=True)
+        return edit_text(target, path, old_text, new_text, replace_all, links=links_allowed)
 
     def glob(self, pattern: str) -> str:
         matcher, folders = parse_glob(pattern)

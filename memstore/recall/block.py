@@ -5,6 +5,8 @@ file, with its age, escaped as data so that it can neither close the block nor o
 from __future__ import annotations
 
 import logging
+import re
+import unicodedata
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -67,18 +69,61 @@ def _compact(memory: MemoryRecord) -> str:
     return f"## {memory.name} ({memory.type}): {memory.description}\n{memory.body}\n"
 
 
-# Everything that reads as an angle bracket, not only < and > (fullwidth, small, CJK and
-# mathematical forms, guillemets, ornaments, and the negated signs whose compatibility form
-# holds one), is escaped like them: recalled text cannot spell a tag, whatever case, spacing,
-# width or zero-width characters it uses. French quotes are the price: «mot» reads &lt;mot&gt;.
+# Everything a model could read as a tag's angle bracket, not only < and >, is escaped like
+# them: recalled text cannot spell a tag, whatever case, spacing, width or zero-width
+# characters it uses. Which characters: `tag_bracket`'s rule, written out here (it runs on
+# every injected text; a test checks these strings against the rule over all of Unicode).
+# French quotes are the price: «mot» reads &lt;mot&gt;.
 _LOOKS_LIKE_OPEN = (
-    "<\uff1c\ufe64\u2039\u3008\u2329\u27e8\u02c2\u276e\u1438\u226e"
-    "\u00ab\u300a\u2770\u29fc\u276c\u27ea\u2991\u2993\u226a\u22d6\u22d8"
+    "<\u00ab\u02c2\u02f1\u1438\u2039\u226a\u226e\u22d6\u22d8\u2329\u2343\u276c\u276e"
+    "\u2770\u27e8\u27ea\u2991\u2993\u2996\u29c0\u29fc\u2a79\u2a7b\u2aa1\u2aa3\u2aa6"
+    "\u2af7\u3008\u300a\ufe3d\ufe3f\ufe64\uff1c"
 )
 _LOOKS_LIKE_CLOSE = (
-    ">\uff1e\ufe65\u203a\u3009\u232a\u27e9\u02c3\u276f\u1433\u226f"
-    "\u00bb\u300b\u2771\u29fd\u276d\u27eb\u2992\u2994\u226b\u22d7\u22d9"
+    ">\u00bb\u02c3\u02f2\u1433\u203a\u226b\u226f\u22d7\u22d9\u232a\u2344\u2369\u276d"
+    "\u276f\u2771\u27e9\u27eb\u2992\u2994\u2995\u29c1\u29fd\u2a7a\u2a7c\u2aa2\u2aa7"
+    "\u2af8\u3009\u300b\ufe3e\ufe40\ufe65\uff1e"
 )
+# Glyphs that are < and > though their names do not say so.
+_HOMOGLYPHS = {"\u1438": "<", "\u1433": ">"}  # Canadian syllabics PA and PO
+# With one of these beside it, a less-than or greater-than sign is a relation of prose or
+# mathematics (≤, ≲, ⋜, ≶, ⥶), not a bracket.
+_RELATION_WORDS = frozenset(
+    {"EQUAL", "EQUALS", "EQUIVALENT", "SIMILAR", "APPROXIMATE", "ARROW", "OR", "NOR"}
+)
+
+
+def tag_bracket(char: str) -> str:
+    """ "<" or ">" when a model could read `char` as a tag's angle bracket, "" otherwise:
+    - its compatibility form holds < or > (fullwidth, small, ≮);
+    - its name has LESS-THAN or GREATER-THAN once, decorated at most (circled, dotted,
+      nested, "much", an APL quad, an arc bracket: ⧀ ⩹ ⪡ ⍃ ⦕), not beside a second
+      relation (≤ ≥ ≲ ≶ stay: prose uses them, and they read as no bracket);
+    - its name says ANGLE BRACKET or ANGLE QUOTATION MARK (⟨ 〈 ❰ « ‹), or it is a spacing
+      modifier letter's left or right arrowhead (˂ ˱);
+    - a few glyphs whose names do not tell (Canadian syllabics ᐸ ᐳ).
+    Not: combining marks (they sit on another letter), tag characters (shown as \\u{…}
+    before this), triangles, arrows and angles (◁ ➤ ∠), which no tag is written with."""
+    if char in _HOMOGLYPHS:
+        return _HOMOGLYPHS[char]
+    folded = unicodedata.normalize("NFKD", char)
+    if "<" in folded or ">" in folded:
+        return "<" if "<" in folded else ">"
+    if unicodedata.category(char) in ("Mn", "Me", "Cf"):
+        return ""
+    name = unicodedata.name(char, "")
+    words = set(re.split("[ -]", name))
+    less, greater = name.count("LESS-THAN"), name.count("GREATER-THAN")
+    if less + greater == 1:
+        return "" if _RELATION_WORDS & words else "<" if less else ">"
+    arrowhead = name.startswith("MODIFIER LETTER") and name.endswith(
+        ("LEFT ARROWHEAD", "RIGHT ARROWHEAD")
+    )
+    if "ANGLE BRACKET" in name or "ANGLE QUOTATION MARK" in name or arrowhead:
+        return "<" if "LEFT" in words else ">" if "RIGHT" in words else ""
+    return ""
+
+
 _AS_DATA = str.maketrans(
     {"&": "&amp;"}
     | dict.fromkeys(_LOOKS_LIKE_OPEN, "&lt;")
