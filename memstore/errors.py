@@ -209,14 +209,18 @@ class HistoryTampered(MemstoreError):
 
 
 class MemoryAltered(MemstoreError):
-    """A memory asked for by an agent was changed outside memstore (its row does not match
-    its last event in history): it is not shown (storage/unaltered.py)."""
+    """A memory was changed outside memstore (its row does not match its last event in
+    history). Asked for by an agent: it is not shown (storage/unaltered.py). About to be
+    changed (`writing`): nothing is written, since the write would record the altered row as
+    memstore's own (storage/transaction.py)."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, *, writing: bool = False) -> None:
         self.name = name
+        self.writing = writing
+        outcome = "nothing was written" if writing else "it is not shown"
         super().__init__(
             f"memory {name!r} was changed outside memstore (its row does not match its last"
-            " event in history) and is not shown; run `memctl history --verify`"
+            f" event in history); {outcome}; run `memctl history --verify`"
         )
 
 

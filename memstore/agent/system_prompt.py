@@ -11,6 +11,7 @@ from typing import Any
 from memstore.errors import MemstoreError
 from memstore.files.format import render_index
 from memstore.recall.block import as_data
+from memstore.storage.records import MemorySummary
 from memstore.storage.store import MemoryStore
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,11 @@ def system_prompt(
         )
     if store is not None:
         try:
-            summaries = store.summaries()
+            # Only memories whose row matches their last event: one changed outside
+            # memstore is left out, with a line on stderr (storage/unaltered.py).
+            summaries = [
+                MemorySummary(m.name, m.type, m.description) for m in store.unaltered_all()
+            ]
             index = as_data(render_index(summaries).strip()) or "(no memories yet)"
         except (MemstoreError, RecursionError, ValueError, TypeError) as error:
             log.warning("the memory index could not be read: %s", error)

@@ -26,6 +26,7 @@ from memstore.errors import (
     ConsolidationRefused,
     ConsolidationSkipped,
     InvalidMemory,
+    MemoryAltered,
     ModelUnavailable,
 )
 from memstore.learning.proposal import ProposedMemory, proposed_memory
@@ -142,7 +143,9 @@ def plan_consolidation(
     """Ask the model for a plan and validate all of it. Raises ConsolidationRefused (nothing
     asked of the store) when the model fails or any part of its answer is invalid."""
     plan = ConsolidationPlan(planned_at=utc_now())
-    memories = store.memories()
+    # A memory changed outside memstore is neither shown to the model nor merged or dropped
+    # (a line on stderr names it, storage/unaltered.py).
+    memories = store.unaltered_all()
     plan.before = len(memories)
     if not memories:
         return plan
@@ -298,6 +301,19 @@ def apply_plan(
         raise ConsolidationRefused(
             f"consolidation not applied without confirmation: {'; '.join(warnings)}"
         )
+    try:
+        outcome.applied = _apply_in_one_transaction(store, plan, outcome)
+    except MemoryAltered as error:
+        # Changed outside memstore since it was planned (a planned memory was sound): the
+        # transaction wrote nothing, and the run fails with one line.
+        raise ConsolidationRefused(f"consolidation not applied: {error}") from None
+    return outcome
+
+
+def _apply_in_one_transaction(
+    store: MemoryStore, plan: ConsolidationPlan, outcome: Consolidation
+) -> bool:
+    """Whether the plan changed anything (`outcome` says what)."""
     # The run began when planning asked the model: changes made meanwhile count as later.
     with store.transaction(
         actor=ACTOR, command=store.command or "consolidate", started_at=plan.planned_at or None
@@ -341,8 +357,7 @@ def apply_plan(
             tx.delete(tx.get(drop.name))
             outcome.deleted.append(drop.name)
         outcome.run_id = tx.run_id
-    outcome.applied = bool(tx.events)
-    return outcome
+    return bool(tx.events)
 
 
 SKIPPED = "consolidation skipped: another consolidation of this store is running; nothing changed"

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from memstore.errors import InvalidMemory, ModelUnavailable
+from memstore.errors import InvalidMemory, MemoryAltered, ModelUnavailable
 from memstore.learning.proposal import ProposedMemory, proposed_memory
 from memstore.llm.client import ModelClient, ask_text, small_model_name
 from memstore.llm.messages import message_text, turn_start
@@ -159,9 +159,17 @@ def extract_memories(
             if existing is None:
                 tx.create(item.name, item.type, item.description, item.body)
                 result.created.append(item.name)
+                continue
             # An update keeps the memory's type: a user preference stays one (retyping it
             # would also slip past consolidation's guard on dropping preferences).
-            elif tx.update(existing, description=item.description, body=item.body) is not existing:
+            try:
+                updated = tx.update(existing, description=item.description, body=item.body)
+            except MemoryAltered as error:
+                # Changed outside memstore since the model was shown it: nothing of it was
+                # written, and the rest of what was learned is kept.
+                log.warning("extraction: skipped %r: %s", item.name, error)
+                continue
+            if updated is not existing:
                 result.updated.append(item.name)
         result.run_id = tx.run_id if tx.events else None
     return result
@@ -262,7 +270,9 @@ def shown_in_full(
 ) -> list[MemoryRecord]:
     """The memories whose whole text the model is shown, so that it may update them: those
     the conversation is about first, then, in a small store, the most recently changed, up
-    to FULL_TEXT_BUDGET_CHARS; none longer than a note."""
+    to FULL_TEXT_BUDGET_CHARS; none longer than a note. Only memories of `catalog` whose row
+    matches their last event: one changed outside memstore is left out, with a line on
+    stderr (storage/unaltered.py)."""
     names = {m.name for m in catalog}
     candidates = [hit.memory for hit in keyword_recall(store, transcript, FULL_TEXT_RELATED)]
     if len(catalog) <= FULL_TEXT_SMALL_STORE:
@@ -278,7 +288,7 @@ def shown_in_full(
         if size > FULL_TEXT_BUDGET_CHARS:
             break
         shown.append(memory)
-    return shown
+    return store.unaltered(shown)
 
 
 def extraction_prompt(

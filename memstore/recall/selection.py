@@ -59,8 +59,9 @@ def memory_catalog(
 ) -> list[MemorySummary]:
     """The memories to show the model: all of them, or when there are more than `limit`,
     those the text is about first (`newest`: the newest message, compared in meaning; by
-    default the end of the text)."""
-    summaries = store.summaries()
+    default the end of the text). One changed outside memstore is left out, with a line on
+    stderr (storage/unaltered.py)."""
+    summaries = [MemorySummary(m.name, m.type, m.description) for m in store.unaltered_all()]
     if len(summaries) <= limit:
         return summaries
     if newest is None:

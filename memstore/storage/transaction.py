@@ -16,6 +16,7 @@ from sqlalchemy import Connection, bindparam, func, select, update
 
 from memstore.errors import (
     InvalidMemory,
+    MemoryAltered,
     MemoryExists,
     MemoryNotFound,
     NothingToRestore,
@@ -34,6 +35,7 @@ from memstore.storage.models import (
 )
 from memstore.storage.purge import erase_purged, is_purged
 from memstore.storage.state import state_hash
+from memstore.storage.unaltered import is_unaltered
 from memstore.storage.undoable import NAME_TAKEN, NONE_DELETED, PURGED, restore_refusal
 from memstore.storage.validation import check_name, refuse_secrets, with_suffix
 
@@ -78,6 +80,8 @@ class WriteTransaction:
     _purged: list[int] = field(default_factory=list)
     # Write the run row even if the run changes nothing (record_run).
     _record_run: bool = False
+    # Memories whose row matched its last event as first changed here; those purged.
+    _checked: set[int] = field(default_factory=set)
 
     # -- reads, seeing this transaction's own changes --------------------------------------
 
@@ -268,6 +272,8 @@ class WriteTransaction:
         if not memories:
             raise MemoryNotFound(name)
         backend_of_sql(self.connection).erase_freed_space(self.connection)
+        # A purge erases what a memory's row holds, altered outside memstore or not.
+        self._checked.update(memory.id for memory in memories)
         for memory in memories:
             if memory.is_live:
                 self.delete(memory)
@@ -326,6 +332,7 @@ class WriteTransaction:
         merged_into: int | None = None,
     ) -> MemoryRecord:
         if before is not None:
+            self._refuse_altered(before)
             memory = memory.changed(version=before.version + 1, updated_at=self.now)
         live = self._live_names()
         if before is not None and before.is_live:
@@ -341,6 +348,23 @@ class WriteTransaction:
             )
         )
         return memory
+
+    def _refuse_altered(self, memory: MemoryRecord) -> None:
+        """MemoryAltered when the stored row of `memory`, changed here for the first time,
+        does not match its last event: its new event would vouch for a row changed outside
+        memstore, shown to agents as sound. One indexed lookup per memory changed."""
+        if memory.id in self._changed or memory.id in self._checked:
+            return
+        events = memory_event_table.c
+        last = select(events.state).where(events.memory_id == memory_table.c.id)
+        recorded = last.order_by(events.id.desc()).limit(1).scalar_subquery().label("recorded")
+        query = select(memory_table, recorded).where(memory_table.c.id == memory.id)
+        row = self.connection.execute(query).mappings().first()
+        if row is not None:
+            stored = MemoryRecord(**{k: v for k, v in row.items() if k != "recorded"})
+            if not is_unaltered(stored, row["recorded"]):
+                raise MemoryAltered(stored.name, writing=True)
+        self._checked.add(memory.id)
 
     def write(self) -> None:
         """Write the changes and their events (called once, as the transaction commits)."""
