@@ -5,13 +5,17 @@ server guarantees").
 - memory: a deferred constraint trigger checks, as the transaction commits, each row it wrote
   against the memory's last event: written by this same transaction, the row's content (name,
   type, description, body, extra) the event's new value (its old value for a delete, with
-  deleted_at the event's time), updated_at the event's time, and version the count of its
-  events. A purge's rewrite of a deleted memory's text passes with its memory_purge row of this
-  transaction and the markers purge writes (over the events too). A memory row is never
-  deleted (memctl rm marks it, purge erases its text): DELETE and TRUNCATE are refused.
+  deleted_at the event's time), updated_at the event's time, version the count of its events,
+  and name the event's memory_name. A purge's rewrite of a deleted memory's text passes with
+  its memory_purge row of this transaction, when every event of the memory holds purge's
+  markers instead of its values (which only the owner may write: the application role updates
+  no event), its last a delete, and the row keeps the name and type it had before the
+  transaction (its history no longer says its type); a row inserted purged is refused. A
+  memory row is never deleted (memctl rm marks it, purge erases its text): DELETE and
+  TRUNCATE are refused.
 - memory_event: an event is inserted only in a transaction that writes its memory's row.
-- memory_purge: a purge is recorded only with its memory's events rewritten to purge markers
-  in the same transaction (which only the owner may: the application role updates no event).
+- memory_purge: a purge is recorded only with its memory's row rewritten to purge's marker, under
+  its name, in the same transaction (and so checked as a purge's, above).
 - run: a run is inserted only with events of its own, a purge's record, or as a consolidation
   that changed nothing (actor `consolidation`, no undo); the tables' owner (a copy) may record
   one without. Updating and deleting runs were refused already (0005, 0007).
@@ -27,6 +31,13 @@ server guarantees").
   Their pg_trigger_depth() check alone let a role's own trigger on a temporary table write
   them. Nobody but the owner may EXECUTE the SECURITY DEFINER
   functions: a role's own trigger calling one would write as the owner.
+- Every function of the store's, these and 0005 to 0010's, runs with the store's schema as its
+  search_path, pg_temp named last: a function's table names are otherwise looked up in the
+  calling session's search_path, where the session's temporary tables come first (before
+  pg_catalog's): a temporary memory_event, memory, event_chain or pg_class of the writer's
+  stood in for the real one in its checks. 0005's two functions whose patterns have
+  backslashes also run with standard_conforming_strings on (a function's literals are read as
+  the calling session says; this revision's patterns have no backslash).
 
 Why checks at commit rather than writes only through functions the owner defines: every
 write path (the transaction, undo, import, consolidation, purge, copy) stays the same SQL on
@@ -62,10 +73,21 @@ WEIGHT = " ".join(f"WHEN '{column}' THEN {w}" for column, w in COLUMN_WEIGHTS.it
 # A memory's content as an event records it (storage/fields.py's CONTENT when this revision
 # was written); a revision adding a field replaces memstore_memory_has_event.
 CONTENT = ("name", "type", "description", "body", "extra")
-# What purge writes over a memory's text (0005's PURGED_COMMAND_PATTERN, the same marker).
-PURGED_TEXT = r"^\[purged sha256:[0-9a-f]{64}\]$"
-# What purge writes over an event's value (0005's PURGED_VALUE_PATTERN).
-PURGED_VALUE = r'^\{"purged": "sha256:([0-9a-f]{64})"\}$'
+# What purge writes over a memory's text (0005's PURGED_COMMAND_PATTERN, the same marker),
+# and over an event's value (0005's PURGED_VALUE_PATTERN), as bracket expressions instead of
+# backslashes: a function's literals are read as the calling session's
+# standard_conforming_strings says, and with it off '\[' is '[' (a character class).
+PURGED_TEXT = r"^[[]purged sha256:[0-9a-f]{64}[]]$"
+PURGED_VALUE = r'^[{]"purged": "sha256:([0-9a-f]{64})"[}]$'
+
+
+def _erased(column: str) -> str:
+    """An event's value that keeps no text: none, or purge's marker."""
+    return f"({column} IS NULL OR {column}::text ~ '{PURGED_VALUE}')"
+
+
+# An event `e` that still holds some of its text.
+KEEPS_TEXT = f"NOT ({_erased('e.old_value')} AND {_erased('e.new_value')})"
 # The actor of a consolidation's run (learning/consolidate.py's ACTOR), which an empty plan
 # records without events so that the next one waits for new changes.
 CONSOLIDATION = "consolidation"
@@ -82,6 +104,7 @@ GUARDS = [
         last record;
         events bigint;
         last_id integer;
+        kept integer;
         content jsonb;
     BEGIN
         SELECT * INTO m FROM memory WHERE id = new.id;
@@ -97,15 +120,36 @@ GUARDS = [
                 'memstore writes a memory with the event of its change',
                 m.name, m.id USING ERRCODE = 'restrict_violation';
         END IF;
-        SELECT e.operation, e.old_value::jsonb AS old, e.new_value::jsonb AS new, e.created_at,
-               e.{WRITTEN_NOW} AS written_now
+        SELECT e.operation, e.memory_name, e.old_value::jsonb AS old, e.new_value::jsonb AS new,
+               e.created_at, e.{WRITTEN_NOW} AS written_now
         INTO last FROM memory_event AS e WHERE e.id = last_id;
         content := jsonb_build_object({_CONTENT_JSON});
         IF m.description ~ '{PURGED_TEXT}' AND EXISTS (
             SELECT 1 FROM memory_purge AS p WHERE p.memory_id = m.id AND p.{WRITTEN_NOW}
         ) THEN
+            -- A purge erases a memory that was there: its history no longer says its type,
+            -- so the row keeps the name and type it had (each row written checks against
+            -- the row its statement changed, the first against the one before the
+            -- transaction), and none of its events keeps any text.
+            IF TG_OP = 'INSERT' THEN
+                RAISE EXCEPTION 'memory % (#%) is written purged: '
+                    'memctl purge erases a memory that was there', m.name, m.id
+                    USING ERRCODE = 'restrict_violation';
+            END IF;
+            IF (old.name, old.type) IS DISTINCT FROM (m.name, m.type) THEN
+                RAISE EXCEPTION 'a purge of memory % (#%) keeps its name and type (%, %)',
+                    m.name, m.id, old.name, old.type USING ERRCODE = 'restrict_violation';
+            END IF;
+            SELECT e.id INTO kept FROM memory_event AS e WHERE e.memory_id = m.id
+                AND {KEEPS_TEXT} LIMIT 1;
+            IF FOUND THEN
+                RAISE EXCEPTION 'a purge of memory % (#%) leaves its text in event %: '
+                    'memctl purge erases every event''s', m.name, m.id, kept
+                    USING ERRCODE = 'restrict_violation';
+            END IF;
             IF m.body = m.description AND m.extra::jsonb = '{{}}' AND last.operation = 'delete'
-               AND last.old ? 'purged' AND m.deleted_at = last.created_at AND m.version = events
+               AND last.old ? 'purged' AND last.memory_name = m.name
+               AND m.deleted_at = last.created_at AND m.version = events
             THEN
                 RETURN NULL;
             END IF;
@@ -113,7 +157,8 @@ GUARDS = [
             RAISE EXCEPTION 'memory % (#%) was changed without its history event: '
                 'memstore writes the event of a change in the same transaction',
                 m.name, m.id USING ERRCODE = 'restrict_violation';
-        ELSIF m.version = events AND m.updated_at = last.created_at AND (
+        ELSIF m.version = events AND m.updated_at = last.created_at
+            AND last.memory_name = m.name AND (
             (last.operation = 'delete' AND m.deleted_at = last.created_at AND content = last.old)
             OR (last.operation <> 'delete' AND m.deleted_at IS NULL AND content = last.new)
         ) THEN
@@ -149,9 +194,11 @@ GUARDS = [
     f"""
     CREATE FUNCTION memstore_purge_has_markers() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
+        -- Its memory's row rewritten to the marker here: memstore_memory_has_event checks
+        -- that row as a purge's (every event's text erased, its name and type kept).
         IF NOT EXISTS (
-            SELECT 1 FROM memory_event AS e WHERE e.memory_id = new.memory_id AND e.{WRITTEN_NOW}
-            AND e.new_value::text ~ '{PURGED_VALUE}'
+            SELECT 1 FROM memory AS m WHERE m.id = new.memory_id AND m.{WRITTEN_NOW}
+            AND m.description ~ '{PURGED_TEXT}' AND m.name = new.memory_name
         ) THEN
             RAISE EXCEPTION 'a purge of memory #% erases its history''s text in the same '
                 'transaction: memctl purge does', new.memory_id
@@ -371,6 +418,32 @@ TAKEN = {
 }
 # The chains' append functions, now run as the owner.
 CHAIN_APPENDS = ("memstore_chain_append()", "memstore_run_chain_append()")
+# The functions of the earlier revisions (0005 to 0010), which run, as those of this one, with
+# the store's schema for their search_path and pg_temp last. A function's unqualified table
+# names are looked up in the calling session's search_path, where pg_temp comes first unless
+# it is named: a teammate's temporary memory_event (or pg_class, before even pg_catalog)
+# stood in for the real one in the checks above.
+EARLIER_FUNCTIONS = (
+    "memstore_append_only()",
+    "memstore_event_purge_only()",
+    "memstore_run_purge_only()",
+    "memory_fts_count()",
+    "memory_fts_total()",
+    "memstore_run_who()",
+    "memstore_memory_owner()",
+    "memstore_private_to()",
+    "memstore_chain_append()",
+    "memstore_chain_from_events_only()",
+    "memstore_names_taken(text[])",
+    "memstore_live_name(text)",
+    "memstore_run_chain_fixed()",
+    "memstore_event_state_fixed()",
+    "memstore_run_chain_append()",
+    "memstore_run_chain_from_runs_only()",
+)
+# 0005's, whose patterns have backslashes in their literals, read as the calling session's
+# standard_conforming_strings says (this revision's patterns have none).
+BACKSLASHED = ("memstore_event_purge_only()", "memstore_run_purge_only()")
 
 
 def _postgres() -> bool:
@@ -414,9 +487,11 @@ def upgrade() -> None:
                 " EXECUTE FUNCTION memstore_team_statistics()"
             )
     for function in CHAIN_APPENDS:
-        op.execute(
-            f"ALTER FUNCTION {function} SECURITY DEFINER SET search_path = {schema}, pg_temp"
-        )
+        op.execute(f"ALTER FUNCTION {function} SECURITY DEFINER")
+    for function in (*EARLIER_FUNCTIONS, *(f"{name}()" for name in FUNCTIONS)):
+        op.execute(f"ALTER FUNCTION {function} SET search_path = {schema}, pg_temp")
+    for function in BACKSLASHED:
+        op.execute(f"ALTER FUNCTION {function} SET standard_conforming_strings = on")
     # Run as the owner, from a trigger any role could put on its own temporary table: only
     # the triggers made here call them (a trigger fires whatever EXECUTE its writer has).
     op.execute(f"REVOKE EXECUTE ON FUNCTION {', '.join(AS_OWNER)} FROM PUBLIC")
@@ -433,7 +508,9 @@ def downgrade() -> None:
             op.execute(f'GRANT {privileges} ON {table} TO "{role}"')
     for function in CHAIN_APPENDS:
         op.execute(f"GRANT EXECUTE ON FUNCTION {function} TO PUBLIC")
-        op.execute(f"ALTER FUNCTION {function} SECURITY INVOKER RESET search_path")
+        op.execute(f"ALTER FUNCTION {function} SECURITY INVOKER")
+    for function in EARLIER_FUNCTIONS:
+        op.execute(f"ALTER FUNCTION {function} RESET ALL")
     for event in TRANSITIONS:
         op.execute(f"DROP TRIGGER memory_fts_shared_{event.lower()} ON memory_fts")
         for table in STATISTICS:
