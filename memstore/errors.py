@@ -56,6 +56,12 @@ class MemoryNotFound(MemstoreError):
         super().__init__(f"no memory named {name!r}")
 
 
+class AlreadyPurged(MemstoreError):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"{name!r} was purged already: its history holds nothing of it to erase")
+
+
 class MemoryExists(MemstoreError):
     def __init__(self, name: str) -> None:
         self.name = name

@@ -69,3 +69,20 @@ def test_undo_of_a_deletion_brings_back_every_field(store: MemoryStore) -> None:
     assert store.find(example(1)["name"]) is None
     undo_run(store, run_id)
     assert values_of(store, example(1)["name"]) == example(1)
+
+
+def test_a_name_purged_again_erases_only_what_came_since(store: MemoryStore) -> None:
+    """`deploy` purged, the name used again, purged again: the second purge erases the new
+    memory only (the first's markers stay the hashes of what it said), and history still
+    verifies; a third finds nothing more to erase."""
+    from memstore.errors import AlreadyPurged
+
+    store.create("deploy", "project", "First", "The first deploy notes.")
+    store.purge("deploy")
+    store.create("deploy", "project", "Second", "The second deploy notes.")
+    second = store.purge("deploy")
+    assert (second.memories, second.events) == (1, 2)  # its create, and the delete before
+    store.history.verify()
+    with pytest.raises(AlreadyPurged, match="'deploy' was purged already"):
+        store.purge("deploy")
+    store.history.verify()

@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, func, select, update
 
 from memstore.errors import (
+    AlreadyPurged,
     InvalidMemory,
     MemoryAltered,
     MemoryExists,
@@ -268,9 +269,14 @@ class WriteTransaction:
             .distinct()
             .order_by(memory_event_table.c.memory_id)
         ).scalars()
-        memories = [self.by_id(memory_id) for memory_id in ids]
-        if not memories:
+        found = [self.by_id(memory_id) for memory_id in ids]
+        if not found:
             raise MemoryNotFound(name)
+        # A memory purged before (the name used again since) holds nothing more to erase:
+        # its markers written again would no longer be the hashes of what it said.
+        memories = [memory for memory in found if not is_purged(self.connection, memory.id)]
+        if not memories:
+            raise AlreadyPurged(name)
         backend_of_sql(self.connection).erase_freed_space(self.connection)
         # A purge erases what a memory's row holds, altered outside memstore or not.
         self._checked.update(memory.id for memory in memories)
