@@ -1,7 +1,8 @@
 """Erasing a purged memory's content as the transaction that purges it commits.
 
-Each of its events keeps its row, with its values replaced by a marker holding their SHA-256,
-as do the commands of the runs that wrote them and the memory row's text; its vectors go.
+Each of its events keeps its row, with its values (and its reason, if it has one: a drop's
+reason speaks of the memory's content) replaced by a marker holding their SHA-256, as do the
+commands of the runs that wrote them and the memory row's text; its vectors go.
 The history's hash chain still verifies (storage/chain.py); nothing can restore or undo it.
 """
 
@@ -57,6 +58,7 @@ def erase_purged(
                 _stored_text(_EVENTS.old_value),
                 _stored_text(_EVENTS.new_value),
                 _EVENTS.run_id,
+                _EVENTS.reason,
             ).where(_EVENTS.memory_id == memory_id)
         ).all()
         execute(
@@ -71,13 +73,22 @@ def erase_purged(
         execute(
             update(memory_event_table)
             .where(_EVENTS.id == bindparam("b_id"))
-            .values(old_value=_marker(backend, "b_old"), new_value=_marker(backend, "b_new")),
+            .values(
+                old_value=_marker(backend, "b_old"),
+                new_value=_marker(backend, "b_new"),
+                reason=bindparam("b_reason"),
+            ),
             [
-                {"b_id": event_id, "b_old": _purged_or_none(old), "b_new": _purged_or_none(new)}
-                for event_id, old, new, _ in events
+                {
+                    "b_id": event_id,
+                    "b_old": _purged_or_none(old),
+                    "b_new": _purged_or_none(new),
+                    "b_reason": None if reason is None else chain.purged_command(reason),
+                }
+                for event_id, old, new, _, reason in events
             ],
         )
-        for run_id in sorted({run_id for *_, run_id in events} - {purging_run}):
+        for run_id in sorted({event[3] for event in events} - {purging_run}):
             runs = run_table.c
             command = execute(select(runs.command).where(runs.id == run_id)).scalar_one()
             execute(

@@ -35,7 +35,13 @@ from memstore.storage.models import (
 from memstore.storage.purge import erase_purged, is_purged
 from memstore.storage.state import state_hash
 from memstore.storage.undoable import NAME_TAKEN, NONE_DELETED, PURGED, restore_refusal
-from memstore.storage.validation import check_name, refuse_secrets, with_suffix
+from memstore.storage.validation import (
+    check_name,
+    check_reason,
+    refuse_secret_reason,
+    refuse_secrets,
+    with_suffix,
+)
 
 # The most memory ids a transaction takes from the server's sequence at once.
 ID_BLOCK = 1024
@@ -185,10 +191,19 @@ class WriteTransaction:
         return self._apply(changed, Operation.UPDATE, memory)
 
     def delete(
-        self, memory: MemoryRecord, *, merged_into: MemoryRecord | None = None
+        self,
+        memory: MemoryRecord,
+        *,
+        merged_into: MemoryRecord | None = None,
+        reason: str | None = None,
     ) -> MemoryRecord:
-        """Soft-delete `memory`; a consolidation says which memory it was merged into."""
+        """Soft-delete `memory`; a consolidation says which memory it was merged into, or
+        why it dropped it (`reason`: one line, checked as a memory's text is, secrets
+        included; recorded on the event)."""
         memory = self._current(memory)
+        reason = check_reason(reason)
+        if reason is not None and not self.allow_secrets:
+            refuse_secret_reason(reason, memory.name)
         if (
             merged_into is not None
             and self._on_server()
@@ -204,6 +219,7 @@ class WriteTransaction:
             Operation.DELETE,
             memory,
             merged_into=None if merged_into is None else merged_into.id,
+            reason=reason,
         )
 
     def _current(self, memory: MemoryRecord) -> MemoryRecord:
@@ -324,6 +340,7 @@ class WriteTransaction:
         before: MemoryRecord | None,
         *,
         merged_into: int | None = None,
+        reason: str | None = None,
     ) -> MemoryRecord:
         if before is not None:
             memory = memory.changed(version=before.version + 1, updated_at=self.now)
@@ -337,7 +354,14 @@ class WriteTransaction:
         new = None if operation is Operation.DELETE else memory.snapshot()
         self.events.append(
             PendingEvent(
-                memory.id, memory.name, operation, old, new, merged_into, state_hash(memory)
+                memory.id,
+                memory.name,
+                operation,
+                old,
+                new,
+                merged_into,
+                state_hash(memory),
+                reason,
             )
         )
         return memory
