@@ -451,3 +451,33 @@ def test_history_and_index_the_revisions_rebuild_are_memstores(
         assert [hit.memory.name for hit in store.search("推送")] == ["docker-build"]
     done = memctl("--db", str(opened_database), "history", "--verify")
     assert done.returncode == 1 and "memory 'token' (#2)" in done.stderr
+
+
+def test_0012_leaves_history_verified_and_its_downgrade_loses_only_the_reasons(
+    opened_database: Path | str,
+) -> None:
+    """Events from before 0012 verify as they were hashed, with no reason; a drop's reason
+    is on the chain from 0012 on, and a downgrade (its column dropped) breaks that event's
+    hash alone, as one below 0007 does its runs' events'."""
+    with MemoryStore(opened_database) as store:
+        store.create("kept", "project", "Kept", "Written before 0012.")
+        store.create("stale", "project", "Stale", "Dropped with a reason.")
+        step_down(store.engine, "0011")
+    engine = open_engine(opened_database)
+    try:
+        step_up(engine, "0011")
+    finally:
+        engine.dispose()
+    with MemoryStore(opened_database) as store:
+        assert [e.reason for e in store.history.events()] == [None, None]
+        assert store.history.verify().events == 2
+        with store.transaction(actor="consolidation") as tx:
+            tx.delete(tx.get("stale"), reason="Nobody builds with make any more")
+        assert store.history.verify().events == 3
+        step_down(store.engine, "0011")
+    with MemoryStore(opened_database) as store:  # opening upgrades it again, the reason lost
+        assert [e.reason for e in store.history.events()] == [None, None, None]
+        with pytest.raises(HistoryTampered) as raised:
+            store.history.verify()
+        (problem,) = raised.value.problems
+        assert "event 3" in problem
