@@ -204,6 +204,12 @@ def test_a_merged_memory_links_its_sources(client: TestClient, runs: dict[str, s
     assert "No live memory has this name" in source.text
 
 
+def test_a_dropped_memory_says_why_on_its_timeline(client: TestClient) -> None:
+    page = client.get("/memory/stale")
+    assert f'<div class="reason">why: {shown(DROP_REASON)}</div>' in page.text
+    assert_inert(page.text)
+
+
 def test_a_renamed_memory_points_to_its_new_name(
     database: Path | str, runs: dict[str, str], client: TestClient
 ) -> None:
