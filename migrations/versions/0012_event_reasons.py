@@ -10,6 +10,8 @@
   its SHA-256 (`[purged sha256:…]`, the form a purged run's command takes), so the chain
   still verifies. Triggers: the reason is as append-only as the rest of the event, but for
   that marker written over it for a memory recorded in memory_purge.
+- The view memory_history gains `reason`, last, on both engines (on PostgreSQL still with
+  the caller's rights, 0008's security_invoker).
 
 This revision's code is its own (a revision means the same forever).
 
@@ -19,6 +21,10 @@ Create Date: 2026-12-03
 """
 
 from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
 
 import sqlalchemy as sa
 from alembic import op
@@ -61,20 +67,73 @@ POSTGRES_TRIGGER = [
 ]
 
 
+# memory_history's last columns as 0007 left them.
+WHO_COLUMNS = ", r.identity, r.host"
+# The grants on memory_history but its owner's, as statements that give them again.
+GRANTS_OF_HISTORY = """
+    SELECT 'GRANT ' || p.privilege_type || ' ON memory_history TO '
+        || CASE WHEN p.grantee = 'PUBLIC' THEN 'PUBLIC' ELSE quote_ident(p.grantee) END
+    FROM information_schema.table_privileges AS p
+    WHERE p.table_schema = current_schema() AND p.table_name = 'memory_history'
+    AND p.grantee <> pg_get_userbyid(
+        (SELECT relowner FROM pg_class WHERE oid = 'memory_history'::regclass))
+"""
+
+
 def _postgres() -> bool:
     return op.get_bind().dialect.name == "postgresql"
+
+
+def _history_view_0007() -> str:
+    """memory_history as revision 0007 made it (this one appends to it)."""
+    path = Path(__file__).with_name("0007_run_identity_and_host.py")
+    spec = importlib.util.spec_from_file_location("revision_0007", path)
+    assert spec is not None and spec.loader is not None
+    module: ModuleType = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return str(module._new_views()["memory_history"])
+
+
+def _replace_history_view(view: str) -> None:
+    if _postgres():
+        # OR REPLACE keeps the grants; its options are the WITH clause's, so 0008's is given.
+        op.execute(
+            view.replace("CREATE VIEW", "CREATE OR REPLACE VIEW", 1).replace(
+                " AS", " WITH (security_invoker = true) AS", 1
+            )
+        )
+        return
+    op.execute("DROP VIEW memory_history")
+    op.execute(view)
 
 
 def upgrade() -> None:
     op.add_column("memory_event", sa.Column("reason", sa.String(), nullable=True))
     for statement in POSTGRES_TRIGGER if _postgres() else [SQLITE_TRIGGER]:
         op.execute(statement)
+    view = _history_view_0007()
+    _replace_history_view(view.replace(WHO_COLUMNS, WHO_COLUMNS + ", e.reason", 1))
 
 
 def downgrade() -> None:
+    _replace_history_view_down()
     if _postgres():
         op.execute("DROP TRIGGER memory_event_reason_fixed ON memory_event")
         op.execute("DROP FUNCTION memstore_event_reason_fixed()")
     else:
         op.execute("DROP TRIGGER memory_event_reason_no_update")
     op.drop_column("memory_event", "reason")
+
+
+def _replace_history_view_down() -> None:
+    """memory_history back as 0007 made it (PostgreSQL cannot drop a view's column in
+    place: the view is made again, its grants and options with it)."""
+    view = _history_view_0007()
+    if not _postgres():
+        _replace_history_view(view)
+        return
+    grants = op.get_bind().exec_driver_sql(GRANTS_OF_HISTORY).scalars().all()
+    op.execute("DROP VIEW memory_history")
+    op.execute(view.replace(" AS", " WITH (security_invoker = true) AS", 1))
+    for grant in grants:
+        op.execute(grant)
