@@ -3,7 +3,9 @@ are validated whole, applied in one transaction, recorded, guarded and undone ex
 
 from __future__ import annotations
 
+import hashlib
 import json
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -14,7 +16,12 @@ from typing import Any
 
 import pytest
 
-from memstore.errors import CannotUndo, ConsolidationRefused, ConsolidationSkipped
+from memstore.errors import (
+    CannotUndo,
+    ConsolidationRefused,
+    ConsolidationSkipped,
+    InvalidMemory,
+)
 from memstore.learning import consolidate as consolidation
 from memstore.learning.consolidate import apply_plan, consolidate_memories, plan_consolidation
 from memstore.learning.consolidation_due import consolidation_due
@@ -23,7 +30,7 @@ from memstore.storage.run_lock import lock_file, run_alone
 from memstore.storage.store import MemoryStore
 from memstore.storage.undo import undo_run
 from tests.anthropic_server import AnthropicServer, error_reply, gated_reply, text_reply
-from tests.conftest import MemctlRunner, raw_sql
+from tests.conftest import MemctlRunner, database_errors, raw_sql, stored_text
 
 MEMORIES = [
     ("user-tabs", "user", "User wants 4 spaces, never tabs", "Indent with 4 spaces."),
@@ -578,3 +585,108 @@ def test_an_undo_is_done_even_when_memory_holds_a_hand_edit(
     assert "A line of my own." in edited.read_text()
     with MemoryStore(cli_store) as store:
         assert store.count() == len(MEMORIES)
+
+
+# -- why a memory was dropped --------------------------------------------------------------
+
+REASON = GOOD_PLAN["drop"][0]["reason"]
+
+
+def deletions(store: MemoryStore, name: str) -> list[Any]:
+    return [e for e in store.history.events(name) if e.operation == "delete"]
+
+
+@pytest.mark.both_engines
+def test_a_drop_records_the_models_reason_on_the_chain_undone_and_purged(
+    filled: MemoryStore, client: ModelClient, anthropic_server: AnthropicServer
+) -> None:
+    anthropic_server.script(plan_reply(GOOD_PLAN))
+    outcome = consolidate_memories(store=filled, client=client)
+    assert [e.reason for e in deletions(filled, "project-ci")] == [REASON]
+    # A merged source says where it went, not why.
+    assert [e.reason for e in deletions(filled, "user-tabs")] == [None]
+    assert filled.history.verify().events == 11
+
+    # Undone: the memory is back, its drop and its reason stay history.
+    undo_run(filled, outcome.run_id or "")
+    assert filled.get("project-ci").body == "The Jenkinsfile is at the root."
+    assert [e.reason for e in deletions(filled, "project-ci")] == [REASON]
+    filled.history.verify()
+
+    # The reason speaks of the memory: a purge erases it with the content, keeping its hash.
+    filled.purge("project-ci")
+    first_drop = deletions(filled, "project-ci")[0]
+    assert first_drop.reason == f"[purged sha256:{hashlib.sha256(REASON.encode()).hexdigest()}]"
+    assert REASON not in stored_text(filled)
+    filled.history.verify()
+    # Even a purged memory's reason is no one's to rewrite.
+    with raw_sql(filled) as connection, pytest.raises(database_errors(), match="append-only"):
+        connection.execute("UPDATE memory_event SET reason = 'forged' WHERE reason IS NOT NULL")
+
+
+def test_a_drop_reason_is_one_line_cut_to_its_cap_and_checked(
+    filled: MemoryStore, client: ModelClient, anthropic_server: AnthropicServer
+) -> None:
+    plan = {
+        "drop": [
+            {"name": "project-ci", "reason": "Superseded\nby the\tGitHub  workflow "},
+            {"name": "reference-wiki", "reason": "gone " * 100},
+            {"name": "project-db"},
+        ]
+    }
+    anthropic_server.script(plan_reply(plan))
+    reasons = [drop.reason for drop in plan_consolidation(store=filled, client=client).drops]
+    assert reasons == ["Superseded by the GitHub workflow", ("gone " * 40).strip(), ""]
+
+    for reason, refusal in (
+        ("the key was AKIAIOSFODNN7EXAMPLE", "reason holds what looks like"),
+        ("outdated \x1b]0;owned\x07", "reason: must not contain control characters"),
+    ):
+        anthropic_server.script(plan_reply({"drop": [{"name": "project-ci", "reason": reason}]}))
+        with pytest.raises(ConsolidationRefused, match=refusal):
+            consolidate_memories(store=filled, client=client)
+    assert filled.get("project-ci") and len(filled.history.events()) == len(MEMORIES)
+
+
+@pytest.mark.parametrize(
+    ("reason", "rule"),
+    [
+        ("two\nlines", "single line"),
+        ("x" * 201, "at most 200 characters"),
+        ("[purged sha256:" + "0" * 64 + "]", "purge's marker"),
+        ("password: hunter2-Correct-Horse", "looks like"),
+    ],
+)
+def test_a_transaction_checks_the_reason_it_records(
+    filled: MemoryStore, reason: str, rule: str
+) -> None:
+    with pytest.raises(InvalidMemory, match=rule), filled.transaction() as tx:
+        tx.delete(tx.get("project-ci"), reason=reason)
+    assert filled.get("project-ci")
+
+
+def test_memctl_history_shows_a_drop_reason_and_verify_catches_it_changed(
+    cli_store: Path, memctl: MemctlRunner, anthropic_server: AnthropicServer
+) -> None:
+    anthropic_server.script(plan_reply(GOOD_PLAN))
+    assert memctl("consolidate", env=model_env(anthropic_server)).returncode == 0
+    shown = memctl("history", "project-ci").stdout
+    assert f"reason: {REASON}" in shown.splitlines()[-1]
+    events = json.loads(memctl("history", "project-ci", "--json").stdout)
+    assert [e["reason"] for e in events] == [None, REASON]
+    run = json.loads(memctl("history", "--run", events[-1]["run_id"], "--json").stdout)
+    assert {e["memory_name"]: e["reason"] for e in run["events"]}["project-ci"] == REASON
+    assert f"reason: {REASON}" in memctl("history", "--run", events[-1]["run_id"]).stdout
+    assert memctl("history", "--verify").returncode == 0
+
+    connection = sqlite3.connect(cli_store, isolation_level=None)
+    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+        connection.execute("UPDATE memory_event SET reason = 'it was wrong' WHERE reason > ''")
+    connection.execute("DROP TRIGGER memory_event_no_update")
+    connection.execute("DROP TRIGGER memory_event_reason_no_update")
+    connection.execute("UPDATE memory_event SET reason = 'it was wrong' WHERE reason > ''")
+    connection.close()
+    verified = memctl("history", "--verify")
+    assert verified.returncode != 0
+    assert "project-ci" in verified.stderr and "does not match its hash" in verified.stderr
+    assert "memory_event_reason_no_update is missing" in verified.stderr

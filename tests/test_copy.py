@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from memstore.errors import CopyRefused, StoreUnavailable
-from memstore.learning.consolidate import ConsolidationPlan, Merge, apply_plan
+from memstore.learning.consolidate import ConsolidationPlan, Drop, Merge, apply_plan
 from memstore.learning.proposal import ProposedMemory
 from memstore.recall.turn import recall
 from memstore.storage.copy import copy_store
@@ -51,7 +51,8 @@ VECTOR = bytes(range(16)) * 4
 
 def full_history(db: Path) -> None:
     """A store with every kind of history: runs from before revision 0007 (no identity),
-    creates, edits, deletes, restores, a consolidation's merge, an undo, a purge, vectors."""
+    creates, edits, deletes, restores, a consolidation's merge and drop (with its reason), an
+    undo, a purge, vectors."""
     with MemoryStore(db, actor="cli", command="memctl add") as store:
         store.create("tabs", "user", "Indent with tabs", "Tabs everywhere, never spaces.")
         store.create(
@@ -67,14 +68,16 @@ def full_history(db: Path) -> None:
         store.restore("port")
         store.create("leak", "project", "A key", "not really a key, but purged anyway")
         store.purge("leak")
-        names = ["deploy", "deploy-notes"]
+        store.create("old-api", "reference", "The API listened on 80", "Port 80 in 2024")
+        names = ["deploy", "deploy-notes", "old-api"]
         sources = [store.get(name) for name in names]
         store.command = "memctl consolidate"
         merged = ProposedMemory("deploy", "project", "How we deploy", "compose, Mondays")
         apply_plan(
             store,
             ConsolidationPlan(
-                merges=[Merge(tuple(names), merged)],
+                merges=[Merge(tuple(names[:2]), merged)],
+                drops=[Drop("old-api", "reference", "The API moved to 8080")],
                 versions={s.name: (s.id, s.version) for s in sources},
             ),
         )
@@ -152,7 +155,7 @@ def test_a_store_goes_to_a_server_and_back_whole(
     done = memctl("--db", str(solo), "copy", "--to", postgres_url)
     assert done.returncode == 0, done.stderr
     assert "copied" in done.stderr, done.stderr
-    assert "7 memories (4 live)" in done.stderr, done.stderr
+    assert "8 memories (4 live)" in done.stderr, done.stderr
     back = tmp_path / "back" / "memstore.db"
     done = memctl("--db", postgres_url, "copy", "--to", str(back))
     assert done.returncode == 0, done.stderr
@@ -180,6 +183,8 @@ def test_a_store_goes_to_a_server_and_back_whole(
         ]
         for target in (server, returned):
             assert [h.memory.name for h in target.search("docker compose")] == ["deploy"]
+            (drop,) = [e for e in target.history.events("old-api") if e.operation == "delete"]
+            assert drop.reason == "The API moved to 8080"
             assert [h.memory.name for h in target.search("推送")] == ["ci-images"]
             said = [{"role": "user", "content": "how do we deploy with compose?"}]
             assert "deploy" in recall(said, store=target).names
@@ -207,7 +212,7 @@ def test_a_file_copies_into_a_file(tmp_path: Path, memctl: MemctlRunner) -> None
     done = memctl("--db", str(solo), "copy", "--to", str(target), "--json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
-    assert (report["memories"], report["live"], report["purges"], report["vectors"]) == (7, 4, 1, 1)
+    assert (report["memories"], report["live"], report["purges"], report["vectors"]) == (8, 4, 1, 1)
     with MemoryStore(solo) as source, MemoryStore(target) as copied:
         assert_same_store(source, copied)
         assert report["head"] == copied.history.verify().head

@@ -264,6 +264,20 @@ def test_resources_are_rendered_from_the_store(workspace: Path) -> None:
     run(workspace, scenario)
 
 
+def test_history_gives_a_drop_its_reason(workspace: Path) -> None:
+    with MemoryStore(workspace / ".memory" / "memstore.db") as store:
+        store.create("old-ci", "project", "CI runs on Jenkins", "The Jenkinsfile is at the root.")
+        with store.transaction(actor="consolidation") as tx:
+            tx.delete(tx.get("old-ci"), reason="Moved to \u202eGitHub Actions")
+
+    async def scenario(session: ClientSession) -> None:
+        history = _ok(await session.call_tool("history", {"name": "old-ci"}))
+        reasons = [e["reason"] for e in history["events"]]
+        assert reasons == [None, "Moved to \\u{202E}GitHub Actions"]  # shown, as all text is
+
+    run(workspace, scenario)
+
+
 @pytest.mark.both_engines
 def test_recall_chooses_as_memctl_recall_offline(
     workspace: Path, memctl: MemctlRunner, engine_environment: dict[str, str]

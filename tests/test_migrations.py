@@ -28,7 +28,7 @@ from memstore.storage.postgres.engine import create_postgres_engine
 from memstore.storage.schema_version import SCHEMA_HEAD, VERSION_TABLE
 from memstore.storage.sqlite.engine import create_sqlite_engine
 from memstore.storage.store import MemoryStore
-from tests.conftest import MemctlRunner
+from tests.conftest import MemctlRunner, raw_sql
 
 
 def test_schema_head_constant_matches_the_revisions() -> None:
@@ -451,3 +451,81 @@ def test_history_and_index_the_revisions_rebuild_are_memstores(
         assert [hit.memory.name for hit in store.search("推送")] == ["docker-build"]
     done = memctl("--db", str(opened_database), "history", "--verify")
     assert done.returncode == 1 and "memory 'token' (#2)" in done.stderr
+
+
+def test_0012_leaves_history_verified_and_its_downgrade_loses_only_the_reasons(
+    opened_database: Path | str,
+) -> None:
+    """Events from before 0012 verify as they were hashed, with no reason; a drop's reason
+    is on the chain from 0012 on, and a downgrade (its column dropped) breaks that event's
+    hash alone, as one below 0007 does its runs' events'."""
+    with MemoryStore(opened_database) as store:
+        store.create("kept", "project", "Kept", "Written before 0012.")
+        store.create("stale", "project", "Stale", "Dropped with a reason.")
+        step_down(store.engine, "0011")
+    engine = open_engine(opened_database)
+    try:
+        step_up(engine, "0011")
+    finally:
+        engine.dispose()
+    with MemoryStore(opened_database) as store:
+        assert [e.reason for e in store.history.events()] == [None, None]
+        assert store.history.verify().events == 2
+        with store.transaction(actor="consolidation") as tx:
+            tx.delete(tx.get("stale"), reason="Nobody builds with make any more")
+        assert store.history.verify().events == 3
+        step_down(store.engine, "0011")
+    with MemoryStore(opened_database) as store:  # opening upgrades it again, the reason lost
+        assert [e.reason for e in store.history.events()] == [None, None, None]
+        with pytest.raises(HistoryTampered) as raised:
+            store.history.verify()
+        (problem,) = raised.value.problems
+        assert "event 3" in problem
+
+
+HISTORY_VIEW_OPTIONS = (
+    "SELECT c.reloptions FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace"
+    " WHERE c.relname = 'memory_history' AND n.nspname = current_schema()"
+)
+HISTORY_VIEW_GRANTEES = (
+    "SELECT grantee FROM information_schema.table_privileges"
+    " WHERE table_name = 'memory_history' AND table_schema = current_schema()"
+    " AND grantee = 'history_reader'"
+)
+
+
+def test_memory_history_shows_a_reason_and_loses_it_alone_going_down(
+    opened_database: Path | str,
+) -> None:
+    with MemoryStore(opened_database) as store:
+        store.create("stale", "project", "Stale", "Dropped with a reason.")
+        with store.transaction(actor="consolidation") as tx:
+            tx.delete(tx.get("stale"), reason="Nobody builds with make any more")
+        with raw_sql(store) as connection:
+            rows = connection.execute(
+                "SELECT operation, identity IS NOT NULL, reason FROM memory_history"
+                " ORDER BY event_id"
+            ).fetchall()
+            assert [tuple(row) for row in rows] == [
+                ("create", True, None),
+                ("delete", True, "Nobody builds with make any more"),
+            ]
+            if store.url is not None:
+                # The view runs with the caller's rights still (0008), and keeps its grants
+                # when 0012 is taken down (the view made again without the column).
+                assert connection.execute(HISTORY_VIEW_OPTIONS).fetchone()[0] == [
+                    "security_invoker=true"
+                ]
+                connection.execute("CREATE ROLE history_reader")
+                connection.execute("GRANT SELECT ON memory_history TO history_reader")
+        step_down(store.engine, "0011")
+        with raw_sql(store) as connection:
+            columns = connection.execute("SELECT * FROM memory_history LIMIT 0").description
+            assert [column[0] for column in columns][-2:] == ["identity", "host"]
+            if store.url is not None:
+                assert connection.execute(HISTORY_VIEW_OPTIONS).fetchone()[0] == [
+                    "security_invoker=true"
+                ]
+                assert connection.execute(HISTORY_VIEW_GRANTEES).fetchone() == ("history_reader",)
+                connection.execute("REVOKE ALL ON memory_history FROM history_reader")
+                connection.execute("DROP ROLE history_reader")  # the cluster's, not the test's

@@ -28,7 +28,7 @@ from memstore.ui.guard import CONTENT_SECURITY_POLICY, SECURITY_HEADERS, cookie_
 from memstore.ui.shown import shown, visible
 from tests.conftest import ROOT, raw_sql
 from tests.ui_page import assert_inert, parsed
-from tests.ui_store import HOSTILE, fill
+from tests.ui_store import DROP_REASON, HOSTILE, fill
 
 pytestmark = pytest.mark.both_engines
 
@@ -204,6 +204,12 @@ def test_a_merged_memory_links_its_sources(client: TestClient, runs: dict[str, s
     assert "No live memory has this name" in source.text
 
 
+def test_a_dropped_memory_says_why_on_its_timeline(client: TestClient) -> None:
+    page = client.get("/memory/stale")
+    assert f'<div class="reason">why: {shown(DROP_REASON)}</div>' in page.text
+    assert_inert(page.text)
+
+
 def test_a_renamed_memory_points_to_its_new_name(
     database: Path | str, runs: dict[str, str], client: TestClient
 ) -> None:
@@ -244,6 +250,10 @@ def test_a_consolidation_shows_its_sources_result_and_drops(
     assert "+description: Style rules" in parsed(page.text).diff_lines
     drops = page.text[page.text.index('id="drops"') :]
     assert 'href="/memory/stale"' in drops
+    # The model's reason, as history records it: shown, its markup and bidi controls inert.
+    assert f'<span class="reason">{shown(DROP_REASON)}</span>' in drops
+    assert "&lt;b id=injected&gt;ninja&lt;/b&gt;" in drops
+    assert_inert(page.text)
     assert f"memctl undo {runs['consolidation'][:8]}" in page.text
 
 

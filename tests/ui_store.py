@@ -1,6 +1,7 @@
 """The store the page's tests browse (tests/test_ui*.py): memories in English and Chinese,
-one edited, one deleted, a consolidation that merged two and dropped one, and hostile
-memories whose text tries to become markup, script, links or terminal and bidi tricks."""
+one edited, one deleted, a consolidation that merged two and dropped one (the model's reason
+hostile too), and hostile memories whose text tries to become markup, script, links or
+terminal and bidi tricks."""
 
 from __future__ import annotations
 
@@ -41,6 +42,8 @@ HOSTILE: list[dict[str, Any]] = [
 ]
 # A run's command line is text too (an MCP client's, a hook's).
 HOSTILE_COMMAND = "memctl add </code><script>alert(1)</script> \u202e \x1b[2J"
+# A consolidation's reason for a drop is the model's words, shown on the run's page.
+DROP_REASON = "Replaced by <b id=injected>ninja</b> \u202eevil\u202c notes"
 HOSTILE_EXTRA = {
     "<b id=injected>key</b>": "<script>alert(1)</script>",
     "link": "javascript:alert(1)",
@@ -65,7 +68,7 @@ def fill(store: MemoryStore) -> dict[str, str]:
         )
         tx.delete(tx.get("style-a"), merged_into=target)
         tx.delete(tx.get("style-b"), merged_into=target)
-        tx.delete(tx.get("stale"))
+        tx.delete(tx.get("stale"), reason=DROP_REASON)
         consolidation = tx.run_id
     with store.transaction(command=HOSTILE_COMMAND) as tx:
         for memory in HOSTILE:

@@ -70,6 +70,8 @@ def event_as_dict(event: EventView, run: RunView | None = None) -> dict[str, Any
         "run_id": event.run_id,
         "old_value": event.old_value,
         "new_value": event.new_value,
+        # Why (a consolidation's drop: the model's reason); None when none was recorded.
+        "reason": event.reason,
     }
 
 
@@ -253,6 +255,8 @@ def change_summary(event: EventView) -> str:
     old, new = event.old_value, event.new_value
     if is_purged(old) or is_purged(new):
         return "content purged"
+    if event.reason is not None:  # a consolidation's drop: why, rather than what it was
+        return f"reason: {event.reason}"
     if old is None or new is None:
         snapshot = new or old or {}
         return str(snapshot.get("description", ""))

@@ -95,6 +95,10 @@ class EventResult(Shown):
     actor: str = Field(description="Who changed it: cli, chat, mcp, import, ...")
     run_id: str = Field(description="The run the change was part of.")
     changed: list[str] = Field(description="Which fields an update changed.")
+    reason: str | None = Field(
+        default=None,
+        description="Why, when history records it: a consolidation's reason for a drop.",
+    )
 
     @classmethod
     def of(cls, event: MemoryEvent) -> EventResult:
@@ -111,6 +115,7 @@ class EventResult(Shown):
             actor=event.actor,
             run_id=event.run_id,
             changed=changed,
+            reason=None if changed == ["content purged"] else event.reason,
         )
 
 

@@ -35,6 +35,7 @@ from memstore.llm.replies import json_from_reply
 from memstore.storage.models import MemoryRecord, utc_now
 from memstore.storage.run_lock import run_alone
 from memstore.storage.store import MemoryStore
+from memstore.storage.validation import REASON_MAX_CHARS, check_reason, refuse_secret_reason
 from memstore.text import show_hidden
 
 log = logging.getLogger(__name__)
@@ -236,8 +237,19 @@ def _add_answer(
         if not isinstance(name, str) or name not in batch_names:
             raise InvalidMemory("drop", f"{name!r} is not one of the memories")
         claim(name, "as a drop")
-        reason = raw.get("reason") if isinstance(raw, dict) else None
-        plan.drops.append(Drop(name, by_name[name].type, str(reason or "")[:200]))
+        plan.drops.append(Drop(name, by_name[name].type, _drop_reason(raw, name)))
+
+
+def _drop_reason(raw: Any, name: str) -> str:
+    """The model's reason for a drop as history records it: its words on one line, cut to
+    the cap, checked as the transaction will (a secret in it refuses the plan, as one in a
+    merge does); '' when it gave none."""
+    given = raw.get("reason") if isinstance(raw, dict) else None
+    reason = check_reason(" ".join(str(given or "").split())[:REASON_MAX_CHARS])
+    if reason is None:
+        return ""
+    refuse_secret_reason(reason, name)
+    return reason
 
 
 def memory_batches(memories: Sequence[MemoryRecord]) -> list[list[MemoryRecord]]:
@@ -354,7 +366,7 @@ def _apply_in_one_transaction(
                     tx.delete(source, merged_into=target)
                     outcome.deleted.append(source.name)
         for drop in plan.drops:
-            tx.delete(tx.get(drop.name))
+            tx.delete(tx.get(drop.name), reason=drop.reason or None)
             outcome.deleted.append(drop.name)
         outcome.run_id = tx.run_id
     return bool(tx.events)

@@ -6,7 +6,9 @@ the chain from that event on, and `verify` names the first broken one. An event'
 enter the chain as the SHA-256 of their stored JSON text, and its run's command as its own
 SHA-256: exactly what a purge keeps in its markers, so a purged history still verifies.
 Its run's identity and host (revision 0007) enter it too, appended only when either is known:
-runs from before 0007 have neither, and their events verify as they were hashed.
+runs from before 0007 have neither, and their events verify as they were hashed. Likewise an
+event's reason (revision 0012), as its SHA-256 (a purge's marker keeps it), after the
+identity and host, only when the event has one.
 
 What a chain cannot do: notice that the newest events were cut off together with every trace
 of them (the memory rows' versions catch most of that: see `verify`), or stop someone who
@@ -65,6 +67,7 @@ def purged_value(text: str) -> str:
 
 
 def purged_command(command: str) -> str:
+    """The marker that replaces a run's command, or an event's reason: it keeps its hash."""
     return f"[purged sha256:{command_hash(command)}]"
 
 
@@ -90,6 +93,8 @@ class ChainedEvent(NamedTuple):
     # Who made the event's run (run.identity, run.host); None for runs from before 0007.
     identity: str | None = None
     host: str | None = None
+    # Why it was made (revision 0012): a consolidation's drop; None for every other event.
+    reason: str | None = None
 
 
 def event_hash(previous: str, event: ChainedEvent) -> str:
@@ -99,8 +104,10 @@ def event_hash(previous: str, event: ChainedEvent) -> str:
         value_hash(event.new_value),
         command_hash(event.command),
     ]
-    if event.identity is not None or event.host is not None:
+    if event.identity is not None or event.host is not None or event.reason is not None:
         fields += [event.identity, event.host]
+    if event.reason is not None:
+        fields.append(command_hash(event.reason))
     return sha256(previous + json.dumps(fields, ensure_ascii=False, separators=(",", ":")))
 
 
@@ -125,11 +132,12 @@ def run_hash(previous: str, run: ChainedRun, purged: Iterable[int] = ()) -> str:
 
 def chained_events(who: bool = True) -> str:
     """The events with their run's command (and, unless `who` is False, as before revision
-    0007, the run's identity and host), oldest first: what the chain is computed over."""
+    0007, the run's identity and host, then the event's reason), oldest first: what the
+    chain is computed over."""
     return f"""
 SELECT e.id, e.memory_id, e.memory_name, e.operation, e.actor, e.run_id, e.created_at,
        e.merged_into, CAST(e.old_value AS TEXT), CAST(e.new_value AS TEXT), r.command, e.hash
-       {", r.identity, r.host" if who else ""}
+       {", r.identity, r.host, e.reason" if who else ""}
 FROM memory_event AS e LEFT JOIN run AS r ON r.id = e.run_id
 ORDER BY e.id
 """
@@ -142,7 +150,7 @@ def chain_hashes(rows: Iterable[tuple[Any, ...]]) -> Iterable[tuple[int, str, st
     """(id, hash the event should have, hash it has) for rows of chained_events()."""
     previous = GENESIS
     for row in rows:
-        expected = event_hash(previous, ChainedEvent(*row[:11], *row[12:14]))
+        expected = event_hash(previous, ChainedEvent(*row[:11], *row[12:15]))
         yield row[0], expected, row[11]
         previous = expected
 
@@ -197,7 +205,7 @@ def verify_through_hidden(connection: Connection) -> ChainReport:
         if event[0] is None:
             unseen, previous = unseen + 1, chain_hash
             continue
-        expected = event_hash(previous, ChainedEvent(*event[:11], *event[12:14]))
+        expected = event_hash(previous, ChainedEvent(*event[:11], *event[12:15]))
         if chain_id is None or event[11] != expected or chain_hash != expected:
             raise _tampered(event[0])
         count, previous = count + 1, expected

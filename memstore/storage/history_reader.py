@@ -44,6 +44,8 @@ class EventView(Protocol):
     def new_value(self) -> dict[str, Any] | None: ...
     @property
     def created_at(self) -> str: ...
+    @property
+    def reason(self) -> str | None: ...
 
 
 class RunView(Protocol):
@@ -108,6 +110,7 @@ class EventRecord:
     merged_into: int | None
     hash: str | None
     state: str | None
+    reason: str | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,8 @@ class PendingEvent(NamedTuple):
     merged_into: int | None = None
     # The hash of the row as this event leaves it (storage/state.py).
     state: str | None = None
+    # Why the change was made, checked (validation.check_reason): a consolidation's drop.
+    reason: str | None = None
 
 
 def write_run(
@@ -110,6 +112,7 @@ def chained_events(
             "old_value": event.old,
             "new_value": event.new,
             "state": event.state,
+            "reason": event.reason,
         }
         values = {key: value for key, value in row.items() if key != "state"}
         stored = chain.ChainedEvent(

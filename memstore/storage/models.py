@@ -121,6 +121,9 @@ class MemoryEvent(SQLModel, table=True):
     # The hash of the memory's row as this event left it (storage/state.py): what a reader
     # compares a row with before showing it.
     state: str | None = None
+    # Why the change was made, when its writer was told (revision 0012): a consolidation's
+    # drop, the model's reason. One line; on the chain; a purge erases it as it does values.
+    reason: str | None = None
 
 
 class MemoryPurge(SQLModel, table=True):

@@ -1,7 +1,8 @@
 """Erasing a purged memory's content as the transaction that purges it commits.
 
-Each of its events keeps its row, with its values replaced by a marker holding their SHA-256,
-as do the commands of the runs that wrote them and the memory row's text; its vectors go.
+Each of its events keeps its row, with its values (and its reason, if it has one: a drop's
+reason speaks of the memory's content) replaced by a marker holding their SHA-256, as do the
+commands of the runs that wrote them and the memory row's text; its vectors go.
 The history's hash chain still verifies (storage/chain.py); nothing can restore or undo it.
 """
 
@@ -23,6 +24,7 @@ from sqlalchemy import (
     update,
 )
 
+from memstore.errors import AlreadyPurged, MemoryNotFound
 from memstore.storage import chain
 from memstore.storage.backend import Backend, backend_of_sql
 from memstore.storage.engine import to_json
@@ -57,6 +59,7 @@ def erase_purged(
                 _stored_text(_EVENTS.old_value),
                 _stored_text(_EVENTS.new_value),
                 _EVENTS.run_id,
+                _EVENTS.reason,
             ).where(_EVENTS.memory_id == memory_id)
         ).all()
         execute(
@@ -71,13 +74,22 @@ def erase_purged(
         execute(
             update(memory_event_table)
             .where(_EVENTS.id == bindparam("b_id"))
-            .values(old_value=_marker(backend, "b_old"), new_value=_marker(backend, "b_new")),
+            .values(
+                old_value=_marker(backend, "b_old"),
+                new_value=_marker(backend, "b_new"),
+                reason=bindparam("b_reason"),
+            ),
             [
-                {"b_id": event_id, "b_old": _purged_or_none(old), "b_new": _purged_or_none(new)}
-                for event_id, old, new, _ in events
+                {
+                    "b_id": event_id,
+                    "b_old": _purged_or_none(old),
+                    "b_new": _purged_or_none(new),
+                    "b_reason": None if reason is None else chain.purged_command(reason),
+                }
+                for event_id, old, new, _, reason in events
             ],
         )
-        for run_id in sorted({run_id for *_, run_id in events} - {purging_run}):
+        for run_id in sorted({event[3] for event in events} - {purging_run}):
             runs = run_table.c
             command = execute(select(runs.command).where(runs.id == run_id)).scalar_one()
             execute(
@@ -102,6 +114,29 @@ def _marker(backend: Backend, name: str) -> ColumnElement[Any]:
     takes text into a JSON column only by a cast."""
     value = bindparam(name, type_=Text)
     return value if backend.json_as_text else cast(value, JSON)
+
+
+def to_purge(
+    connection: Connection, name: str, by_id: Callable[[int], MemoryRecord]
+) -> list[MemoryRecord]:
+    """Every memory that ever had `name` (what `history NAME` shows), as the transaction sees
+    it; MemoryNotFound when none did. A memory purged before (the name used again since)
+    holds nothing more to erase: its markers written again would no longer be the hashes of
+    what it said; AlreadyPurged when that leaves none."""
+    events = memory_event_table.c
+    ids = connection.execute(
+        select(events.memory_id)
+        .where(events.memory_name == name)
+        .distinct()
+        .order_by(events.memory_id)
+    ).scalars()
+    found = [by_id(memory_id) for memory_id in ids]
+    if not found:
+        raise MemoryNotFound(name)
+    memories = [memory for memory in found if not is_purged(connection, memory.id)]
+    if not memories:
+        raise AlreadyPurged(name)
+    return memories
 
 
 def is_purged(connection: Connection, memory_id: int) -> bool:

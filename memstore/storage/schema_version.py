@@ -5,5 +5,5 @@ these, so they live apart from either.
 """
 
 # Head of migrations/versions; tests check that it matches the Alembic script directory.
-SCHEMA_HEAD = "0011"
+SCHEMA_HEAD = "0012"
 VERSION_TABLE = "memstore_alembic_version"

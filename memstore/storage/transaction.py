@@ -12,10 +12,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, func, select, update
+from sqlalchemy import Connection, bindparam, select, update
 
 from memstore.errors import (
-    AlreadyPurged,
     InvalidMemory,
     MemoryAltered,
     MemoryExists,
@@ -27,6 +26,7 @@ from memstore.storage.backend import backend_of_sql
 from memstore.storage.engine import insert_rows
 from memstore.storage.history_rows import PendingEvent, chained_events, write_run
 from memstore.storage.live_names import HIDDEN, LiveNames
+from memstore.storage.memory_ids import MemoryIds
 from memstore.storage.models import (
     LIVE,
     MemoryRecord,
@@ -34,14 +34,17 @@ from memstore.storage.models import (
     memory_event_table,
     memory_table,
 )
-from memstore.storage.purge import erase_purged, is_purged
+from memstore.storage.purge import erase_purged, is_purged, to_purge
 from memstore.storage.state import state_hash
 from memstore.storage.unaltered import is_unaltered
 from memstore.storage.undoable import NAME_TAKEN, NONE_DELETED, PURGED, restore_refusal
-from memstore.storage.validation import check_name, refuse_secrets, with_suffix
-
-# The most memory ids a transaction takes from the server's sequence at once.
-ID_BLOCK = 1024
+from memstore.storage.validation import (
+    check_name,
+    check_reason,
+    refuse_secret_reason,
+    refuse_secrets,
+    with_suffix,
+)
 
 
 @dataclass
@@ -73,10 +76,7 @@ class WriteTransaction:
     _new_ids: set[int] = field(default_factory=set)
     # Live name -> id, read as names are asked for and kept current by every change.
     _live_ids: LiveNames | None = None
-    _next_id: int | None = None
-    # On a server: ids taken from memory.id's sequence, not used yet (smallest last).
-    _id_pool: list[int] = field(default_factory=list)
-    _id_block: int = 1
+    _ids: MemoryIds | None = None
     # Memories whose content this transaction erases from history (purge).
     _purged: list[int] = field(default_factory=list)
     # Write the run row even if the run changes nothing (record_run).
@@ -155,7 +155,7 @@ class WriteTransaction:
         given = {"type": type, "description": description, "body": body, "extra": extra}
         values = fields.applied({"name": name}, {**given, **optional})
         memory = MemoryRecord(
-            id=self._allocate_id(),
+            id=self._new_id(),
             **fields.full(values),
             version=1,
             created_at=self.now,
@@ -190,10 +190,19 @@ class WriteTransaction:
         return self._apply(changed, Operation.UPDATE, memory)
 
     def delete(
-        self, memory: MemoryRecord, *, merged_into: MemoryRecord | None = None
+        self,
+        memory: MemoryRecord,
+        *,
+        merged_into: MemoryRecord | None = None,
+        reason: str | None = None,
     ) -> MemoryRecord:
-        """Soft-delete `memory`; a consolidation says which memory it was merged into."""
+        """Soft-delete `memory`; a consolidation says which memory it was merged into, or
+        why it dropped it (`reason`: one line, checked as a memory's text is, secrets
+        included; recorded on the event)."""
         memory = self._current(memory)
+        reason = check_reason(reason)
+        if reason is not None and not self.allow_secrets:
+            refuse_secret_reason(reason, memory.name)
         if (
             merged_into is not None
             and self._on_server()
@@ -209,6 +218,7 @@ class WriteTransaction:
             Operation.DELETE,
             memory,
             merged_into=None if merged_into is None else merged_into.id,
+            reason=reason,
         )
 
     def _current(self, memory: MemoryRecord) -> MemoryRecord:
@@ -263,20 +273,7 @@ class WriteTransaction:
         each of their events keeps its row with its values replaced by a marker holding
         their SHA-256, as do the commands of the runs that wrote them and the memory rows'
         text. The history's hash chain still verifies; nothing can restore or undo it."""
-        ids = self.connection.execute(
-            select(memory_event_table.c.memory_id)
-            .where(memory_event_table.c.memory_name == name)
-            .distinct()
-            .order_by(memory_event_table.c.memory_id)
-        ).scalars()
-        found = [self.by_id(memory_id) for memory_id in ids]
-        if not found:
-            raise MemoryNotFound(name)
-        # A memory purged before (the name used again since) holds nothing more to erase:
-        # its markers written again would no longer be the hashes of what it said.
-        memories = [memory for memory in found if not is_purged(self.connection, memory.id)]
-        if not memories:
-            raise AlreadyPurged(name)
+        memories = to_purge(self.connection, name, self.by_id)
         backend_of_sql(self.connection).erase_freed_space(self.connection)
         # A purge erases what a memory's row holds, altered outside memstore or not.
         self._checked.update(memory.id for memory in memories)
@@ -311,24 +308,6 @@ class WriteTransaction:
             raise MemoryNotFound(f"#{memory_id}")
         return MemoryRecord(**row)
 
-    def _allocate_id(self) -> int:
-        if self._on_server():
-            # From the sequence: max(id) does not see other people's own memories there.
-            if not self._id_pool:
-                ids = self.connection.exec_driver_sql(
-                    "SELECT nextval(pg_get_serial_sequence('memory', 'id'))"
-                    " FROM generate_series(1, %s)",
-                    (self._id_block,),
-                ).scalars()
-                self._id_pool = sorted(ids, reverse=True)
-                self._id_block = min(self._id_block * 2, ID_BLOCK)
-            return int(self._id_pool.pop())
-        if self._next_id is None:
-            highest = self.connection.execute(select(func.max(memory_table.c.id))).scalar()
-            self._next_id = (highest or 0) + 1
-        self._next_id += 1
-        return self._next_id - 1
-
     def _apply(
         self,
         memory: MemoryRecord,
@@ -336,6 +315,7 @@ class WriteTransaction:
         before: MemoryRecord | None,
         *,
         merged_into: int | None = None,
+        reason: str | None = None,
     ) -> MemoryRecord:
         if before is not None:
             self._refuse_altered(before)
@@ -350,7 +330,14 @@ class WriteTransaction:
         new = None if operation is Operation.DELETE else memory.snapshot()
         self.events.append(
             PendingEvent(
-                memory.id, memory.name, operation, old, new, merged_into, state_hash(memory)
+                memory.id,
+                memory.name,
+                operation,
+                old,
+                new,
+                merged_into,
+                state_hash(memory),
+                reason,
             )
         )
         return memory
@@ -418,6 +405,11 @@ class WriteTransaction:
         )
         insert_rows(self.connection, memory_event_table, events)
         self._erase_purged()
+
+    def _new_id(self) -> int:
+        if self._ids is None:
+            self._ids = MemoryIds(self.connection)
+        return self._ids.new()
 
     def _on_server(self) -> bool:
         """Whether a server's row security applies: a person's own memories are theirs."""

@@ -12,12 +12,16 @@ import unicodedata
 from enum import StrEnum
 from typing import Any
 
-from memstore.errors import InvalidMemory
+from memstore.errors import InvalidMemory, SecretRefused
 from memstore.limits import DESCRIPTION_MAX_CHARS
 
 NAME_PATTERN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 NAME_MAX_LENGTH = 64
 BODY_MAX_BYTES = 100_000
+# A reason recorded with a change is a line, as a consolidation's prompt asks the model for.
+REASON_MAX_CHARS = 200
+# What a purge writes over a run's command or an event's reason (storage/chain.py's marker).
+PURGED_MARKER = re.compile(r"\[purged sha256:[0-9a-f]{64}\]")
 # Device names that Windows refuses as file stems, whatever the extension.
 # "memory" would be MEMORY.md, the index, on case-insensitive file systems.
 RESERVED_NAMES = frozenset(
@@ -150,6 +154,38 @@ def refuse_secrets(
     found = memory_secret(name, description, body, extra, others)
     if found is not None:
         raise refusal(found, name)
+
+
+def check_reason(reason: str | None) -> str | None:
+    """The stored form of why a change was made (a consolidation's drop: the model's
+    words): one line of at most REASON_MAX_CHARS, no control characters; None for none."""
+    if reason is None or not reason.strip():
+        return None
+    reason = reason.strip()
+    _check_encodable("reason", reason)
+    if len(reason.splitlines()) > 1:
+        raise InvalidMemory("reason", "must be a single line")
+    control = next((c for c in reason if unicodedata.category(c) == "Cc"), None)
+    if control is not None:
+        raise InvalidMemory("reason", f"must not contain control characters, got {control!r}")
+    if len(reason) > REASON_MAX_CHARS:
+        raise InvalidMemory(
+            "reason", f"must be at most {REASON_MAX_CHARS} characters, got {len(reason)}"
+        )
+    if PURGED_MARKER.fullmatch(reason):
+        # The chain reads that text as a purge's marker, for the hash it holds.
+        raise InvalidMemory("reason", "must not be a purge's marker")
+    return reason
+
+
+def refuse_secret_reason(reason: str, name: str) -> None:
+    """SecretRefused when a reason holds what looks like a secret, as a memory's text would:
+    it is kept in history and shown wherever history is."""
+    from memstore.storage.secrets import find_secrets, normalise
+
+    found = find_secrets(normalise(reason))
+    if found:
+        raise SecretRefused("reason", found[0].kind, name)
 
 
 def slugify(text: str, max_length: int = NAME_MAX_LENGTH) -> str:

@@ -40,8 +40,8 @@ from memstore.storage.verify_runs import verify_runs
 if TYPE_CHECKING:
     from memstore.storage.dbapi import Connection
 
-# SQLite's triggers that keep history append-only (revisions 0001, 0005, 0007, 0010); a tool that
-# drops one can rewrite history unseen until the next verify.
+# SQLite's triggers that keep history append-only (revisions 0001, 0005, 0007, 0010, 0012); a
+# tool that drops one can rewrite history unseen until the next verify.
 SQLITE_TRIGGERS = (
     "memory_event_no_update",
     "memory_event_no_delete",
@@ -54,8 +54,9 @@ SQLITE_TRIGGERS = (
     "memory_purge_no_delete",
     "run_chain_no_update",
     "memory_event_state_no_update",
+    "memory_event_reason_no_update",
 )
-# PostgreSQL's (revisions 0005, 0007, 0010), each table's, enabled.
+# PostgreSQL's (revisions 0005, 0007, 0010, 0012), each table's, enabled.
 POSTGRES_TRIGGERS = (
     *(
         f"{table}_{trigger}"
@@ -65,6 +66,7 @@ POSTGRES_TRIGGERS = (
     "run_who",
     "run_chain_fixed",
     "memory_event_state_fixed",
+    "memory_event_reason_fixed",
     "run_chain_append",
 )
 
@@ -101,7 +103,7 @@ def _event_chain(
             return chain.ChainReport(0, chain.GENESIS)
     count, previous = 0, chain.GENESIS
     for row in connection.execute(chain.CHAINED_EVENTS):
-        event = chain.ChainedEvent(*row[:11], *row[12:14])
+        event = chain.ChainedEvent(*row[:11], *row[12:15])
         stored = row[11]
         if stored != chain.event_hash(previous, event):
             if broken_runs is not None:

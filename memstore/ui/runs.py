@@ -1,7 +1,8 @@
 """What a run did, as the runs pages show it: its kind (a consolidation, an import, a chat's
 or a Claude Code session's learning, a command...), its counts, the command that undoes it
 or why `memctl undo` would refuse to, and for one run its changes: a consolidation's merges
-(sources → result), its drops and rewrites; any other run's events, each with its diff.
+(sources → result), its drops with the model's reasons, its rewrites; any other run's
+events, each with its diff.
 """
 
 from __future__ import annotations
@@ -84,7 +85,8 @@ class RunChanges:
 def run_changes(run: RunView, events: Sequence[EventView], entries: Sequence[Entry]) -> RunChanges:
     """`entries` (the run's events on the timeline, in order) arranged as the run did them.
     A consolidation's delete that names the memory it went into is a source of that merge;
-    one that names none is a drop (the model's reason is not recorded in history)."""
+    one that names none is a drop, with the model's reason its event records (none before
+    revision 0012)."""
     changes = RunChanges()
     if run.actor != "consolidation":
         changes.entries = list(entries)

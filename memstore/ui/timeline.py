@@ -44,6 +44,8 @@ class Entry:
     diff: list[DiffLine] = field(default_factory=list)
     purged: bool = False
     merged_into: str | None = None  # the memory's name this one was merged into
+    # Why it was made, as its event records it (a consolidation's drop); None once purged.
+    reason: str | None = None
     undone_by: str | None = None
     # Why `memctl undo` of its run would be refused (storage/undoable.py), if it would.
     undo_refusal: str | None = None
@@ -106,6 +108,7 @@ def timeline(
             host=run.host if run is not None else None,
             purged=purged,
             merged_into=names.get(merged) if merged is not None else None,
+            reason=None if purged else event.reason,
             undone_by=undone_by.get(event.run_id),
             undo_refusal=undo_refusals.get(event.run_id),
         )
