@@ -36,7 +36,9 @@ depends_on = None
 
 # What a purge writes over a reason (0005's marker of a run's command).
 PURGED_GLOB = "[[]purged sha256:" + "[0-9a-f]" * 64 + "]"
-PURGED_PATTERN = r"^\[purged sha256:[0-9a-f]{64}\]$"
+# Without a backslash (as 0011's): a function's literals are read as the calling session's
+# standard_conforming_strings says, and with it off '\\[' would be '['.
+PURGED_PATTERN = "^[[]purged sha256:[0-9a-f]{64}[]]$"
 
 SQLITE_TRIGGER = f"""
     CREATE TRIGGER memory_event_reason_no_update BEFORE UPDATE OF reason ON memory_event
@@ -111,6 +113,11 @@ def upgrade() -> None:
     op.add_column("memory_event", sa.Column("reason", sa.String(), nullable=True))
     for statement in POSTGRES_TRIGGER if _postgres() else [SQLITE_TRIGGER]:
         op.execute(statement)
+    if _postgres():  # its table names the store's, never a session's temporary ones (0011)
+        schema = op.get_bind().exec_driver_sql("SELECT quote_ident(current_schema())").scalar()
+        op.execute(
+            f"ALTER FUNCTION memstore_event_reason_fixed() SET search_path = {schema}, pg_temp"
+        )
     view = _history_view_0007()
     _replace_history_view(view.replace(WHO_COLUMNS, WHO_COLUMNS + ", e.reason", 1))
 
