@@ -307,10 +307,12 @@ def test_documented_audit_queries_run(memctl: MemctlRunner, tmp_path: Path) -> N
         with store.transaction(actor="extraction", session_id="session-1") as tx:
             first = tx.create("project-a", "project", "A", "a")
             second = tx.create("project-b", "project", "B", "b")
-        with store.transaction(actor="consolidation") as tx:
+            stale = tx.create("project-c", "project", "C", "c")
+        with store.transaction(actor="consolidation") as tx:  # merges two, drops one
             merged = tx.create("project-ab", "project", "A and B", "a, b")
             tx.delete(first, merged_into=merged)
             tx.delete(second, merged_into=merged)
+            tx.delete(stale, reason="C was replaced by the new build")
     recipes = (Path(__file__).parent.parent / "docs" / "audit.md").read_text()
     blocks = [b.split("```", 1)[0] for b in recipes.split("```sql\n")[1:]]
     assert len(blocks) >= 3
