@@ -516,3 +516,38 @@ def test_browsing_writes_nothing(client: TestClient, database: Path | str) -> No
         assert client.get(path).status_code == 200
     assert hashlib.sha256(database.read_bytes()).hexdigest() == before
     assert sorted(p.name for p in database.parent.iterdir()) == files
+
+
+def test_undo_refusals_read_at_once_say_what_undo_itself_says(
+    database: Path | str, runs: dict[str, str]
+) -> None:
+    """The page reads why each run cannot be undone for all its runs in a few queries; for
+    every run of a store that has each case (undone already, changed nothing, purged since,
+    changed since, sound), it says exactly what undo's own rule says, run by run."""
+    from memstore.storage.undoable import undo_refusal
+    from memstore.ui.reads import UiReads
+
+    with MemoryStore(database, actor="test") as store:
+        store.create("to-purge", "project", "purged later", "it held something")
+        store.purge("to-purge")
+        store.create("twice", "project", "changed later", "first")
+        store.update("twice", body="second")
+        store.create("undone", "project", "its edit undone", "first")
+        store.update("undone", body="second")
+        undo_run(store, store.history.events("undone")[-1].run_id)
+        with store.transaction(actor="test") as tx:
+            tx.record_run()  # a run that changed nothing
+        every = [run["run_id"] for run in store.history.runs()]
+        expected = {}
+        for run_id in every:
+            refusal = undo_refusal(store.history, run_id, store.history.run_events(run_id))
+            if refusal is not None:
+                expected[run_id] = refusal
+    reads = UiReads(database)
+    try:
+        assert reads.undo_refusals(every) == expected
+    finally:
+        reads.close()
+    said = "\n".join(expected.values())
+    for case in ("already undone", "changed no memory", "purged from history", "changed since"):
+        assert case in said, case

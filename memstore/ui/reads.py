@@ -23,6 +23,8 @@ from memstore.storage.reads import ReadOnlyStore, checked_type
 from memstore.storage.undoable import restore_refusal_of, undo_refusal
 from memstore.storage.verify import verify_history
 
+# A purge marker's stored JSON text begins so (storage/chain.py's PURGED_VALUE_GLOB).
+_PURGED_PREFIX = '{"purged": %'
 # SQLite limits the number of bound parameters in one statement.
 _IDS_PER_QUERY = 500
 
@@ -150,14 +152,49 @@ class UiReads(ReadOnlyStore):
         return found
 
     def undo_refusals(self, run_ids: Sequence[str]) -> dict[str, str]:
-        """Why `memctl undo` would refuse each of these runs, for those it would: the
-        rules undo itself applies (storage/undoable.py)."""
+        """Why `memctl undo` would refuse each of these runs, for those it would: the rules
+        undo itself applies (storage/undoable.py's undo_refusal, in its order), read for
+        every run at once in a few queries, not run by run through all of its events: an
+        import's run holds one event per memory imported."""
+        runs = list(dict.fromkeys(run_ids))
+        undone = self.undone_by(runs)
+        counted: dict[str, tuple[int, int]] = {}  # run: its events, those purged since
+        later: dict[str, set[str]] = {}
+        for chunk in _chunks(runs):
+            marks = ", ".join([self.mark] * len(chunk))
+            for run_id, events, purged in self._connection.execute(
+                "SELECT run_id, count(*), sum(CASE WHEN CAST(old_value AS TEXT) LIKE"
+                f" {self.mark} OR CAST(new_value AS TEXT) LIKE {self.mark} THEN 1 ELSE 0 END)"
+                f" FROM memory_event WHERE run_id IN ({marks}) GROUP BY run_id",
+                [_PURGED_PREFIX, _PURGED_PREFIX, *chunk],
+            ).fetchall():
+                counted[str(run_id)] = (int(events), int(purged or 0))
+            for run_id, name in self._connection.execute(
+                "SELECT DISTINCT e.run_id, l.memory_name FROM memory_event AS e"
+                " JOIN (SELECT run_id, max(id) AS last FROM memory_event"
+                f" WHERE run_id IN ({marks}) GROUP BY run_id) AS r ON r.run_id = e.run_id"
+                " JOIN memory_event AS l ON l.memory_id = e.memory_id AND l.id > r.last",
+                chunk,
+            ).fetchall():
+                later.setdefault(str(run_id), set()).add(str(name))
         history = self.history
         found: dict[str, str] = {}
-        for run_id in dict.fromkeys(run_ids):
-            refusal = undo_refusal(history, run_id, history.run_events(run_id))
-            if refusal is not None:
-                found[run_id] = refusal
+        for run_id in runs:
+            short = run_id[:8]
+            events, purged = counted.get(run_id, (0, 0))
+            if run_id in undone:
+                found[run_id] = f"run {short} was already undone by run {undone[run_id][:8]}"
+            elif history.hidden_events(run_id):
+                found[run_id] = undo_refusal(history, run_id, []) or ""  # its own words
+            elif not events:
+                found[run_id] = f"run {short} changed no memory"
+            elif purged:
+                found[run_id] = f"run {short} wrote content that was purged from history since"
+            elif run_id in later:
+                names = ", ".join(sorted(later[run_id]))
+                found[run_id] = (
+                    f"changed since run {short}: {names}; undoing it would lose those changes"
+                )
         return found
 
     def restore_refusal(self, name: str) -> str | None:
