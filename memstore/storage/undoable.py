@@ -36,22 +36,47 @@ class UndoReads(Protocol):
 def undo_refusal(history: UndoReads, run_id: str, events: Sequence[EventView]) -> str | None:
     """Why undoing the run `run_id`, whose events are `events`, is refused (CannotUndo's
     message), or None when nothing history says stands in its way."""
-    short = run_id[:8]
     undone_by = history.undo_of(run_id)
+    hidden = undone_by is None and history.hidden_events(run_id) > 0
+    purged = any(is_purged(e.old_value) or is_purged(e.new_value) for e in events)
+    stopped = undone_by is not None or hidden or not events or purged
+    return refusal_of(
+        run_id,
+        undone_by=None if undone_by is None else undone_by.id,
+        hidden=hidden,
+        events=len(events),
+        purged=purged,
+        later=[] if stopped else changed_after(history, events),
+    )
+
+
+def refusal_of(
+    run_id: str,
+    *,
+    undone_by: str | None,
+    hidden: bool,
+    events: int,
+    purged: bool,
+    later: Sequence[str],
+) -> str | None:
+    """The rule itself, in its order, from what history says of the run: undone already,
+    memories another person's own, no event, content purged since, memories changed since
+    (`later`: their names). memctl ui reads these for many runs at once (ui/reads.py)."""
+    short = run_id[:8]
     if undone_by is not None:
-        return f"run {short} was already undone by run {undone_by.id[:8]}"
-    if history.hidden_events(run_id):
+        return f"run {short} was already undone by run {undone_by[:8]}"
+    if hidden:
         return (
             f"run {short} also changed memories that are another person's own; "
             "only they can undo it"
         )
     if not events:
         return f"run {short} changed no memory"
-    if any(is_purged(e.old_value) or is_purged(e.new_value) for e in events):
+    if purged:
         return f"run {short} wrote content that was purged from history since"
-    later = changed_after(history, events)
     if later:
-        return f"changed since run {short}: {', '.join(later)}; undoing it would lose those changes"
+        names = ", ".join(sorted(later))
+        return f"changed since run {short}: {names}; undoing it would lose those changes"
     return None
 
 

@@ -20,7 +20,7 @@ from memstore.storage.chain import ChainReport
 from memstore.storage.fields import LIVE_SQL
 from memstore.storage.history_reader import EVENT_COLUMNS, EventRecord
 from memstore.storage.reads import ReadOnlyStore, checked_type
-from memstore.storage.undoable import restore_refusal_of, undo_refusal
+from memstore.storage.undoable import refusal_of, restore_refusal_of
 from memstore.storage.verify import verify_history
 
 # A purge marker's stored JSON text begins so (storage/chain.py's PURGED_VALUE_GLOB).
@@ -177,24 +177,19 @@ class UiReads(ReadOnlyStore):
                 chunk,
             ).fetchall():
                 later.setdefault(str(run_id), set()).add(str(name))
-        history = self.history
         found: dict[str, str] = {}
         for run_id in runs:
-            short = run_id[:8]
             events, purged = counted.get(run_id, (0, 0))
-            if run_id in undone:
-                found[run_id] = f"run {short} was already undone by run {undone[run_id][:8]}"
-            elif history.hidden_events(run_id):
-                found[run_id] = undo_refusal(history, run_id, []) or ""  # its own words
-            elif not events:
-                found[run_id] = f"run {short} changed no memory"
-            elif purged:
-                found[run_id] = f"run {short} wrote content that was purged from history since"
-            elif run_id in later:
-                names = ", ".join(sorted(later[run_id]))
-                found[run_id] = (
-                    f"changed since run {short}: {names}; undoing it would lose those changes"
-                )
+            refusal = refusal_of(
+                run_id,
+                undone_by=undone.get(run_id),
+                hidden=run_id not in undone and self.history.hidden_events(run_id) > 0,
+                events=events,
+                purged=purged > 0,
+                later=sorted(later.get(run_id, ())),
+            )
+            if refusal is not None:
+                found[run_id] = refusal
         return found
 
     def restore_refusal(self, name: str) -> str | None:
